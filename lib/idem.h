@@ -1,0 +1,157 @@
+/*
+ * idem.h - the one public header of libidem.
+ *
+ * libidem is a FastCGI runtime (a pool of worker threads on a listening
+ * socket) with an idempotency middleware: a route marked IDEM_ROUTE_IDEMPOTENT
+ * runs its handler inside the same PostgreSQL transaction that records the
+ * request's Idempotency-Key, so a retried request replays the stored
+ * response instead of executing twice.  See idem(3).
+ */
+#ifndef IDEM_H
+#define IDEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libpq-fe.h>
+#include <yajl/yajl_tree.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define IDEM_VERSION "0.1.0"
+
+typedef struct idem_app idem_app;	/* the program: config, routes, pool */
+typedef struct idem_req idem_req;	/* one request and its response */
+
+/*
+ * A handler fills the response of req and returns 0, or returns -1 on a
+ * failure it could not turn into a response (that becomes a 500, or a 503
+ * when no database connection could be had).  On an idempotent route a
+ * 2xx/4xx response is committed together with the handler's effect; a 5xx
+ * or -1 rolls everything back so that a retry executes afresh.
+ */
+typedef int (*idem_handler_fn)(idem_req *req, void *arg);
+
+/* Route flags. */
+#define IDEM_ROUTE_IDEMPOTENT	0x01u	/* Idempotency-Key required, exactly-once */
+#define IDEM_ROUTE_JSON		0x02u	/* body must be application/json */
+#define IDEM_ROUTE_PUBLIC	0x04u	/* no Authorization required */
+#define IDEM_ROUTE_LOCAL	0x08u	/* only for [metrics] allow addresses */
+
+/* Problem types (RFC 9457); the type URI ends in the slug. */
+enum idem_problem {
+	IDEM_P_KEY_MISSING,		/* idempotency-key-missing */
+	IDEM_P_KEY_INVALID,		/* idempotency-key-invalid */
+	IDEM_P_KEY_IN_FLIGHT,		/* idempotency-key-in-flight */
+	IDEM_P_KEY_REUSED,		/* idempotency-key-reused */
+	IDEM_P_INVALID_JSON,		/* invalid-json */
+	IDEM_P_VALIDATION,		/* validation-error */
+	IDEM_P_TOO_LARGE,		/* payload-too-large */
+	IDEM_P_MEDIA_TYPE,		/* unsupported-media-type */
+	IDEM_P_UNAUTHORIZED,		/* unauthorized */
+	IDEM_P_NOT_FOUND,		/* not-found */
+	IDEM_P_METHOD,			/* method-not-allowed */
+	IDEM_P_UNAVAILABLE,		/* service-unavailable */
+	IDEM_P_INTERNAL,		/* internal-error */
+	IDEM_P_PAYMENT_REQUIRED,	/* payment-declined (402) */
+	IDEM_P__MAX
+};
+
+/* --- application ------------------------------------------------------- */
+
+idem_app	*idem_app_new(const char *name);
+void		 idem_app_free(idem_app *app);
+
+/* Register a route; pattern segments ":name" capture parameters. */
+int		 idem_app_route(idem_app *app, const char *method,
+		    const char *pattern, unsigned flags,
+		    idem_handler_fn fn, void *arg);
+
+/* Allow an application config key ([section] key) before loading. */
+int		 idem_app_config_key(idem_app *app, const char *section,
+		    const char *key);
+/* Value of an application config key, or NULL when unset. */
+const char	*idem_app_config(const idem_app *app, const char *section,
+		    const char *key);
+
+/*
+ * Parse the command line (-c FILE, -l ADDR, -t N), load the config, serve
+ * until SIGTERM/SIGINT, drain and return the process exit status.
+ */
+int		 idem_app_main(idem_app *app, int argc, char *argv[]);
+
+/* --- request ----------------------------------------------------------- */
+
+const char	*idem_req_method(const idem_req *req);
+const char	*idem_req_path(const idem_req *req);
+const char	*idem_req_param(const idem_req *req, const char *name);
+const char	*idem_req_query(const idem_req *req, const char *name);
+/* Header by its HTTP name ("Content-Type", "Idempotency-Key"). */
+const char	*idem_req_header(const idem_req *req, const char *name);
+const char	*idem_req_body(const idem_req *req, size_t *len);
+/* Parsed body on IDEM_ROUTE_JSON routes (valid, no duplicate names). */
+yajl_val	 idem_req_json(const idem_req *req);
+/* The authenticated tenant (api_keys.id); 0 on public routes. */
+int64_t		 idem_req_tenant(const idem_req *req);
+/* The request's idempotency key, or NULL on other routes. */
+const char	*idem_req_idempotency_key(const idem_req *req);
+const idem_app	*idem_req_app(const idem_req *req);
+
+/*
+ * The database connection of this request.  On an idempotent route it is
+ * inside the transaction that holds the key record; elsewhere a pooled
+ * connection in autocommit.  NULL when none could be had in time.
+ */
+PGconn		*idem_req_db(idem_req *req);
+
+/* --- response ---------------------------------------------------------- */
+
+/* Set status, Content-Type and body (copied). */
+int		 idem_resp_body(idem_req *req, int status, const char *ctype,
+		    const char *body, size_t len);
+int		 idem_resp_json(idem_req *req, int status, const char *json,
+		    size_t len);
+/* Add a header; Location is stored and replayed with the response. */
+int		 idem_resp_header(idem_req *req, const char *name,
+		    const char *value);
+/* An application/problem+json response; detail is printf-style. */
+int		 idem_resp_problem(idem_req *req, enum idem_problem p,
+		    const char *fmt, ...)
+		    __attribute__((format(printf, 3, 4)));
+
+/* --- phased handlers (external side effects) ---------------------------- */
+
+/*
+ * A phased handler runs as named phases, each in its own transaction that
+ * also advances the key's recovery point.  idem_req_recovery_point() tells
+ * where a resumed request starts; idem_req_phase_commit() ends a phase and
+ * records the next recovery point.  The response set by the last phase is
+ * stored and the key completed.
+ */
+const char	*idem_req_recovery_point(const idem_req *req);
+int		 idem_req_phase_commit(idem_req *req, const char *next_point);
+/* A stable key derived from ours, for the external call of this phase. */
+int		 idem_req_derived_key(const idem_req *req, const char *phase,
+		    char *out, size_t outlen);
+
+/* --- operations (idemctl) ---------------------------------------------- */
+
+/* Apply dir/\*.sql in name order, each once; returns files applied or -1. */
+int		 idem_migrate(PGconn *db, const char *dir, char *err,
+		    size_t errlen);
+/* Create an API key; writes the secret (NUL-terminated) to secret. */
+int		 idem_api_key_create(PGconn *db, const char *name,
+		    char *secret, size_t secretlen, int64_t *id);
+/* Delete expired records in batches; fills evicted. */
+int		 idem_evict(PGconn *db, long batch, long max_batches,
+		    long *evicted);
+/* Release in_progress records whose lock is older than lock_timeout. */
+int		 idem_reclaim(PGconn *db, long lock_timeout_s, long *reclaimed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* IDEM_H */

@@ -1,0 +1,178 @@
+/*
+ * internal.h - private interfaces shared by the files of libidem.
+ * Nothing here is installed; the shared library exports only idem.h.
+ */
+#ifndef IDEM_INTERNAL_H
+#define IDEM_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "idem.h"
+
+/* --- buf.c: growable byte buffer ---------------------------------------- */
+
+struct idem_buf {
+	char	*p;
+	size_t	 len;
+	size_t	 cap;
+};
+
+int	idem_buf_add(struct idem_buf *b, const void *p, size_t len);
+int	idem_buf_addc(struct idem_buf *b, char c);
+int	idem_buf_adds(struct idem_buf *b, const char *s);
+int	idem_buf_addf(struct idem_buf *b, const char *fmt, ...)
+	    __attribute__((format(printf, 2, 3)));
+/* Append s as a JSON string literal (quotes included, RFC 8785 escaping). */
+int	idem_buf_add_jstr(struct idem_buf *b, const char *s, size_t len);
+/* Make p NUL-terminated (not counted in len). */
+int	idem_buf_nul(struct idem_buf *b);
+void	idem_buf_reset(struct idem_buf *b);
+void	idem_buf_free(struct idem_buf *b);
+
+/* --- jcs.c: RFC 8785 JSON canonicalisation ------------------------------ */
+
+#define IDEM_JSON_MAX_DEPTH	64
+
+/*
+ * Validate the JSON text in (len bytes: UTF-8, no duplicate member names,
+ * nesting at most max_depth) and append its RFC 8785 canonical form to out.
+ * Returns 0, or -1 with a short human-readable reason in err (never any
+ * input bytes beyond an offset).
+ */
+int	idem_jcs_canonicalize(const char *in, size_t len, unsigned max_depth,
+	    struct idem_buf *out, char *err, size_t errlen);
+/*
+ * Append the ECMAScript Number.prototype.toString form of the JSON number
+ * text num (len bytes) to out.  -1 if it is not finite as a double.
+ */
+int	idem_jcs_number(const char *num, size_t len, struct idem_buf *out);
+
+/* --- sfv.c: the Idempotency-Key header ---------------------------------- */
+
+#define IDEM_KEY_MAX	255
+
+enum idem_key_result {
+	IDEM_KEY_OK = 0,
+	IDEM_KEY_INVALID = -1,	/* malformed, empty, too long, bad bytes */
+};
+
+/*
+ * Parse an Idempotency-Key field value: an RFC 8941 sf-string ("abc",
+ * with \" and \\ escapes, printable ASCII only) or a bare token of visible
+ * ASCII (0x21-0x7e) without spaces or quotes.  Leading/trailing SP/HTAB
+ * are ignored.  The key (1..IDEM_KEY_MAX chars) is copied NUL-terminated to
+ * out (outlen >= IDEM_KEY_MAX + 1).
+ */
+int	idem_sfv_key(const char *value, size_t len, char *out, size_t outlen);
+
+/* --- config.c: the INI config file -------------------------------------- */
+
+struct idem_cfg_route {
+	char			*method;	/* "POST" */
+	char			*path;		/* "/v1/payments" (a pattern) */
+	long long		 ttl_ms;
+	struct idem_cfg_route	*next;
+};
+
+struct idem_cfg_kv {			/* an application key */
+	char			*section;
+	char			*key;
+	char			*value;		/* NULL until set */
+	struct idem_cfg_kv	*next;
+};
+
+struct idem_cfg {
+	/* [server] */
+	unsigned		 threads;		/* 8 */
+	size_t			 max_body;		/* 1 MiB */
+	long long		 request_timeout_ms;	/* 30 s */
+	char			*listen;		/* NULL */
+	char			*log_level;		/* "info" */
+	/* [database] */
+	char			*conninfo;		/* NULL: PG* env */
+	unsigned		 pool_size;		/* 0: = threads */
+	long long		 acquire_timeout_ms;	/* 2 s */
+	/* [idempotency] */
+	long long		 ttl_ms;		/* 24 h */
+	long long		 lock_timeout_ms;	/* 5 m */
+	long long		 evict_interval_ms;	/* 5 m */
+	long			 evict_batch;		/* 10000 */
+	/* [metrics] */
+	char			*metrics_allow;		/* "127.0.0.1" */
+	/* [route "METHOD /path"] */
+	struct idem_cfg_route	*routes;
+	/* application sections */
+	struct idem_cfg_kv	*app;
+};
+
+/* Fill defaults. */
+void	idem_cfg_init(struct idem_cfg *cfg);
+/* Permit [section] key for the application (before parsing). */
+int	idem_cfg_allow(struct idem_cfg *cfg, const char *section,
+	    const char *key);
+/*
+ * Parse INI text.  name is used in messages: "name:line: what is wrong".
+ * Unknown sections/keys and bad values are errors.  Returns 0 or -1.
+ */
+int	idem_cfg_parse(struct idem_cfg *cfg, const char *name,
+	    const char *text, size_t len, char *err, size_t errlen);
+int	idem_cfg_load(struct idem_cfg *cfg, const char *path,
+	    char *err, size_t errlen);
+/* TTL for a route (the override, else ttl_ms). */
+long long idem_cfg_route_ttl(const struct idem_cfg *cfg, const char *method,
+	    const char *pattern);
+const char *idem_cfg_app_get(const struct idem_cfg *cfg,
+	    const char *section, const char *key);
+void	idem_cfg_free(struct idem_cfg *cfg);
+
+/* "250ms", "2s", "5m", "24h", "7d", bare digits = seconds. */
+int	idem_parse_duration(const char *s, long long *ms);
+/* "1048576", "512KiB", "1MiB", "1GiB" (also K/KB/M/MB/G/GB as 1024^n). */
+int	idem_parse_size(const char *s, size_t *bytes);
+
+/* --- router.c ------------------------------------------------------------ */
+
+#define IDEM_MAX_PARAMS	8
+
+struct idem_route {
+	char		*method;
+	char		*pattern;
+	unsigned	 flags;
+	idem_handler_fn	 fn;
+	void		*arg;
+};
+
+struct idem_router {
+	struct idem_route	*routes;
+	size_t			 nroutes;
+};
+
+struct idem_params {
+	size_t		 n;
+	const char	*name[IDEM_MAX_PARAMS];	/* point into the pattern */
+	char		*value[IDEM_MAX_PARAMS];	/* owned (malloc) */
+};
+
+enum idem_match {
+	IDEM_MATCH_OK = 0,
+	IDEM_MATCH_NOT_FOUND,
+	IDEM_MATCH_METHOD,	/* path known, method not: allow is filled */
+};
+
+int	idem_router_add(struct idem_router *r, const char *method,
+	    const char *pattern, unsigned flags, idem_handler_fn fn, void *arg);
+/*
+ * Match method and path (no query).  Literal segments compare exactly; a
+ * ":name" segment matches one non-empty segment of [A-Za-z0-9._~-].
+ * On IDEM_MATCH_METHOD, allow gets "GET, POST" (methods of that path).
+ */
+enum idem_match idem_router_match(const struct idem_router *r,
+	    const char *method, const char *path,
+	    const struct idem_route **route, struct idem_params *params,
+	    char *allow, size_t allowlen);
+void	idem_params_free(struct idem_params *p);
+void	idem_router_free(struct idem_router *r);
+
+#endif /* IDEM_INTERNAL_H */
