@@ -106,6 +106,16 @@ const idem_app	*idem_req_app(const idem_req *req);
  */
 PGconn		*idem_req_db(idem_req *req);
 
+/*
+ * Queue a statement (text parameters, copied) to run in the same round trip
+ * as the commit of an idempotent request, after the handler returns.  It
+ * must not be able to fail for a reason the handler should answer: a
+ * failure rolls everything back (500).  Outside an idempotent route it
+ * runs at once.  At most 4 per request.
+ */
+int		 idem_req_defer(idem_req *req, const char *sql, int nparams,
+		    const char *const *values);
+
 /* --- response ---------------------------------------------------------- */
 
 /* Set status, Content-Type and body (copied). */
@@ -120,21 +130,6 @@ int		 idem_resp_header(idem_req *req, const char *name,
 int		 idem_resp_problem(idem_req *req, enum idem_problem p,
 		    const char *fmt, ...)
 		    __attribute__((format(printf, 3, 4)));
-
-/* --- phased handlers (external side effects) ---------------------------- */
-
-/*
- * A phased handler runs as named phases, each in its own transaction that
- * also advances the key's recovery point.  idem_req_recovery_point() tells
- * where a resumed request starts; idem_req_phase_commit() ends a phase and
- * records the next recovery point.  The response set by the last phase is
- * stored and the key completed.
- */
-const char	*idem_req_recovery_point(const idem_req *req);
-int		 idem_req_phase_commit(idem_req *req, const char *next_point);
-/* A stable key derived from ours, for the external call of this phase. */
-int		 idem_req_derived_key(const idem_req *req, const char *phase,
-		    char *out, size_t outlen);
 
 /* --- operations (idemctl) ---------------------------------------------- */
 

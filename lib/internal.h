@@ -105,6 +105,8 @@ struct idem_cfg {
 	struct idem_cfg_route	*routes;
 	/* application sections */
 	struct idem_cfg_kv	*app;
+	/* accept (and ignore) any key of a non-framework section (idemctl) */
+	int			 any_app_keys;
 };
 
 /* Fill defaults. */

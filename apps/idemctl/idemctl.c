@@ -1,0 +1,225 @@
+/*
+ * idemctl.c - operations on an idem store: migrate, API keys, evict,
+ * reclaim, stats.  Reads the same config file as the FastCGI app.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "private.h"
+
+static void
+usage(void)
+{
+	fprintf(stderr,
+	    "usage: idemctl [-c config] migrate [--dir DIR]\n"
+	    "       idemctl [-c config] api-key create NAME\n"
+	    "       idemctl [-c config] api-key revoke NAME\n"
+	    "       idemctl [-c config] evict [--batch N] [--max-batches M]\n"
+	    "       idemctl [-c config] reclaim\n"
+	    "       idemctl [-c config] stats\n");
+}
+
+static double
+now_s(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int
+num_arg(const char *s, long *out)
+{
+	char	*end;
+
+	*out = strtol(s, &end, 10);
+	return *s != '\0' && *end == '\0' && *out > 0 ? 0 : -1;
+}
+
+static int
+cmd_migrate(PGconn *db, int argc, char **argv)
+{
+	const char	*dir = IDEM_SQLDIR;
+	char		 err[1024];
+	int		 n;
+
+	if (argc == 3 && strcmp(argv[1], "--dir") == 0)
+		dir = argv[2];
+	else if (argc != 1)
+		return usage(), 2;
+	if ((n = idem_migrate(db, dir, err, sizeof(err))) == -1) {
+		fprintf(stderr, "idemctl: migrate: %s\n", err);
+		return 1;
+	}
+	printf("%d migration%s applied\n", n, n == 1 ? "" : "s");
+	return 0;
+}
+
+static int
+cmd_api_key(PGconn *db, int argc, char **argv)
+{
+	char		 secret[80];
+	const char	*vals[1];
+	PGresult	*r;
+	int64_t		 id;
+	long		 n;
+
+	if (argc != 3 || strlen(argv[2]) == 0 || strlen(argv[2]) > 200)
+		return usage(), 2;
+	if (strcmp(argv[1], "create") == 0) {
+		if (idem_api_key_create(db, argv[2], secret, sizeof(secret),
+		    &id) == -1) {
+			fprintf(stderr, "idemctl: api-key create: %s",
+			    PQerrorMessage(db));
+			return 1;
+		}
+		/* The secret is shown once, as the last line. */
+		printf("api key %lld created for '%s'; its secret:\n%s\n",
+		    (long long)id, argv[2], secret);
+		return 0;
+	}
+	if (strcmp(argv[1], "revoke") == 0) {
+		vals[0] = argv[2];
+		r = PQexecParams(db, "UPDATE api_keys SET revoked_at = now() "
+		    "WHERE name = $1 AND revoked_at IS NULL", 1, NULL, vals,
+		    NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			fprintf(stderr, "idemctl: api-key revoke: %s",
+			    PQerrorMessage(db));
+			PQclear(r);
+			return 1;
+		}
+		n = strtol(PQcmdTuples(r), NULL, 10);
+		PQclear(r);
+		printf("%ld api key%s revoked\n", n, n == 1 ? "" : "s");
+		return n > 0 ? 0 : 1;
+	}
+	return usage(), 2;
+}
+
+static int
+cmd_evict(PGconn *db, const struct idem_cfg *cfg, int argc, char **argv)
+{
+	long	batch = cfg->evict_batch, max = 0, n;
+	int	i;
+	double	t0;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
+			if (num_arg(argv[++i], &batch) == -1)
+				return usage(), 2;
+		} else if (strcmp(argv[i], "--max-batches") == 0 &&
+		    i + 1 < argc) {
+			if (num_arg(argv[++i], &max) == -1)
+				return usage(), 2;
+		} else
+			return usage(), 2;
+	}
+	t0 = now_s();
+	if (idem_evict(db, batch, max, &n) == -1) {
+		fprintf(stderr, "idemctl: evict: %s", PQerrorMessage(db));
+		return 1;
+	}
+	printf("evicted %ld keys in %.3f s\n", n, now_s() - t0);
+	return 0;
+}
+
+static int
+cmd_reclaim(PGconn *db, const struct idem_cfg *cfg)
+{
+	long	n;
+
+	if (idem_reclaim(db, (long)(cfg->lock_timeout_ms / 1000), &n) == -1) {
+		fprintf(stderr, "idemctl: reclaim: %s", PQerrorMessage(db));
+		return 1;
+	}
+	printf("reclaimed %ld keys\n", n);
+	return 0;
+}
+
+static int
+cmd_stats(PGconn *db)
+{
+	PGresult	*r;
+	int		 i;
+
+	r = PQexec(db, "SELECT count(*),"
+	    " count(*) FILTER (WHERE state = 'in_progress'),"
+	    " count(*) FILTER (WHERE expires_at <= now()),"
+	    " coalesce(extract(epoch FROM now() - min(created_at)"
+	    "   FILTER (WHERE expires_at > now()))::bigint, 0),"
+	    " coalesce(extract(epoch FROM now() - min(expires_at)"
+	    "   FILTER (WHERE expires_at <= now()))::bigint, 0),"
+	    " pg_total_relation_size('idempotency_keys')"
+	    " FROM idempotency_keys");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "idemctl: stats: %s", PQerrorMessage(db));
+		PQclear(r);
+		return 1;
+	}
+	static const char *const label[] = { "keys", "in_progress",
+	    "expired_not_evicted", "oldest_live_key_age_seconds",
+	    "eviction_lag_seconds", "table_bytes" };
+	for (i = 0; i < 6; i++)
+		printf("%-28s %s\n", label[i], PQgetvalue(r, 0, i));
+	PQclear(r);
+	return 0;
+}
+
+int
+main(int argc, char *argv[])
+{
+	struct idem_cfg	 cfg;
+	const char	*conf = NULL;
+	char		 err[512];
+	PGconn		*db;
+	int		 ch, rc;
+
+	idem_cfg_init(&cfg);
+	cfg.any_app_keys = 1;	/* the app's own sections are not ours */
+	while ((ch = getopt(argc, argv, "+c:")) != -1)
+		switch (ch) {
+		case 'c':
+			conf = optarg;
+			break;
+		default:
+			return usage(), 2;
+		}
+	argc -= optind;
+	argv += optind;
+	if (argc < 1)
+		return usage(), 2;
+	if (conf != NULL && idem_cfg_load(&cfg, conf, err, sizeof(err)) == -1) {
+		fprintf(stderr, "idemctl: %s\n", err);
+		return 1;
+	}
+	db = idem_db_connect(cfg.conninfo, cfg.acquire_timeout_ms);
+	if (db == NULL || PQstatus(db) != CONNECTION_OK) {
+		fprintf(stderr, "idemctl: cannot connect: %s",
+		    db ? PQerrorMessage(db) : "out of memory\n");
+		PQfinish(db);
+		idem_cfg_free(&cfg);
+		return 1;
+	}
+	if (strcmp(argv[0], "migrate") == 0)
+		rc = cmd_migrate(db, argc, argv);
+	else if (strcmp(argv[0], "api-key") == 0)
+		rc = cmd_api_key(db, argc, argv);
+	else if (strcmp(argv[0], "evict") == 0)
+		rc = cmd_evict(db, &cfg, argc, argv);
+	else if (strcmp(argv[0], "reclaim") == 0 && argc == 1)
+		rc = cmd_reclaim(db, &cfg);
+	else if (strcmp(argv[0], "stats") == 0 && argc == 1)
+		rc = cmd_stats(db);
+	else {
+		usage();
+		rc = 2;
+	}
+	PQfinish(db);
+	idem_cfg_free(&cfg);
+	return rc;
+}

@@ -1,0 +1,15 @@
+/*
+ * payments.h - the sample payments application's handlers.
+ */
+#ifndef PAYMENTS_H
+#define PAYMENTS_H
+
+#include <idem.h>
+
+int	payments_create(idem_req *req, void *arg);
+int	payments_get(idem_req *req, void *arg);
+int	payments_list(idem_req *req, void *arg);
+int	refunds_create(idem_req *req, void *arg);
+int	healthz(idem_req *req, void *arg);
+
+#endif

@@ -1,0 +1,813 @@
+/*
+ * config.c - the INI config file.  Everything doubtful is an error with
+ * "name:line: what is wrong": a typo in a key must not silently leave a
+ * default in force.
+ *
+ * Syntax, kept deliberately small:
+ *  - a line is at most 4096 bytes (not counting "\n" or "\r\n"); NUL and
+ *    other control bytes except TAB are refused;
+ *  - blank lines and lines whose first non-blank byte is '#' or ';' are
+ *    comments;
+ *  - for every line, a '#' or ';' preceded by a blank (SP/TAB) starts an
+ *    inline comment.  There is no quoting, so a value cannot contain
+ *    " #" or " ;" (a conninfo password with one must come from PGPASSWORD
+ *    or a .pgpass file instead);
+ *  - "[section]", or "[route \"METHOD /path\"]" with exactly one space in
+ *    each of the two places;
+ *  - "key = value": the value is the rest of the line, trimmed, never
+ *    empty; blanks inside it are kept.
+ * A section may appear once (a route section once per METHOD /path) and a
+ * key once per section.  Application sections and keys exist only once
+ * idem_cfg_allow() has registered them.
+ *
+ * Every string in struct idem_cfg is malloc'd and owned by it, defaults
+ * included, so whoever replaces one frees the old value first.  Parse into
+ * a freshly initialised cfg; after an error it is partly filled and must
+ * still be released with idem_cfg_free().
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define CFG_LINE_MAX	4096
+#define CFG_FILE_MAX	((size_t)1 << 20)
+#define CFG_METHOD_MAX	32
+#define MS_SECOND	1000LL
+#define MS_MINUTE	(60 * MS_SECOND)
+#define MS_HOUR		(60 * MS_MINUTE)
+#define MS_DAY		(24 * MS_HOUR)
+/* Anything longer is a typo; the bound also keeps the arithmetic safe. */
+#define MS_MAX		(3650 * MS_DAY)
+#define MIB		((size_t)1 << 20)
+
+enum cfg_sect {
+	S_NONE,
+	S_SERVER,
+	S_DATABASE,
+	S_IDEM,
+	S_METRICS,
+	S_ROUTE,
+	S_APP,
+	S_IGNORE,	/* a section of another program (any_app_keys) */
+};
+
+enum cfg_type {
+	T_UINT,		/* unsigned, range */
+	T_LONG,		/* long, range */
+	T_SIZE,		/* size_t, range */
+	T_DUR,		/* long long milliseconds */
+	T_STR,		/* char * */
+	T_LEVEL,	/* char *, one of the log levels */
+	T_ADDRS,	/* char *, comma-separated IP addresses */
+};
+
+struct cfg_key {
+	enum cfg_sect	 sect;
+	const char	*name;
+	enum cfg_type	 type;
+	size_t		 off;
+	long long	 min, max;
+};
+
+#define OFF(f)	offsetof(struct idem_cfg, f)
+
+static const struct cfg_key cfg_keys[] = {
+	{ S_SERVER, "threads", T_UINT, OFF(threads), 1, 256 },
+	{ S_SERVER, "max_body", T_SIZE, OFF(max_body), 1, 64 * (long long)MIB },
+	{ S_SERVER, "request_timeout", T_DUR, OFF(request_timeout_ms), 0, 0 },
+	{ S_SERVER, "listen", T_STR, OFF(listen), 0, 0 },
+	{ S_SERVER, "log_level", T_LEVEL, OFF(log_level), 0, 0 },
+	{ S_DATABASE, "conninfo", T_STR, OFF(conninfo), 0, 0 },
+	{ S_DATABASE, "pool_size", T_UINT, OFF(pool_size), 1, 1024 },
+	{ S_DATABASE, "acquire_timeout", T_DUR, OFF(acquire_timeout_ms), 0, 0 },
+	{ S_IDEM, "ttl", T_DUR, OFF(ttl_ms), 0, 0 },
+	{ S_IDEM, "lock_timeout", T_DUR, OFF(lock_timeout_ms), 0, 0 },
+	{ S_IDEM, "evict_interval", T_DUR, OFF(evict_interval_ms), 0, 0 },
+	{ S_IDEM, "evict_batch", T_LONG, OFF(evict_batch), 1, 1000000 },
+	{ S_METRICS, "allow", T_ADDRS, OFF(metrics_allow), 0, 0 },
+};
+#define NKEYS	(sizeof(cfg_keys) / sizeof(cfg_keys[0]))
+
+static const char *const sect_names[] = {
+	[S_SERVER] = "server",
+	[S_DATABASE] = "database",
+	[S_IDEM] = "idempotency",
+	[S_METRICS] = "metrics",
+	[S_ROUTE] = "route",
+};
+
+/* Per-application-key parse state, parallel to the cfg->app list. */
+struct app_state {
+	unsigned long	 line;		/* where it was set, 0: not yet */
+	int		 sect_seen;	/* its section header was read */
+};
+
+struct parse {
+	struct idem_cfg		*cfg;
+	const char		*name;
+	char			*err;
+	size_t			 errlen;
+	unsigned long		 line;
+	enum cfg_sect		 sect;
+	const char		*app_sect;	/* S_APP: the section name */
+	struct idem_cfg_route	*route;		/* S_ROUTE: its record */
+	unsigned long		 route_ttl_line;
+	unsigned long		 key_line[NKEYS];
+	int			 sect_seen[S_ROUTE];
+	struct app_state	*app;
+	size_t			 napp;
+};
+
+static int	 perr(struct parse *, unsigned long, const char *, ...)
+		    __attribute__((format(printf, 3, 4)));
+static void	 errmsg(char *, size_t, const char *, ...)
+		    __attribute__((format(printf, 3, 4)));
+
+static void
+errmsg(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list	 ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* Report "name:line: message" and return -1. */
+static int
+perr(struct parse *ps, unsigned long line, const char *fmt, ...)
+{
+	va_list	 ap;
+	int	 n;
+
+	if (ps->err == NULL || ps->errlen == 0)
+		return -1;
+	n = snprintf(ps->err, ps->errlen, "%s:%lu: ",
+	    ps->name != NULL ? ps->name : "config", line);
+	if (n < 0 || (size_t)n >= ps->errlen)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(ps->err + n, ps->errlen - (size_t)n, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int
+is_blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+static int
+is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* Replace *field with a copy of value. */
+static int
+set_str(char **field, const char *value)
+{
+	char	*s;
+
+	if ((s = strdup(value)) == NULL)
+		return -1;
+	free(*field);
+	*field = s;
+	return 0;
+}
+
+void
+idem_cfg_init(struct idem_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->threads = 8;
+	cfg->max_body = MIB;
+	cfg->request_timeout_ms = 30 * MS_SECOND;
+	/* NULL here on out of memory; idem_cfg_parse() then reports it. */
+	cfg->log_level = strdup("info");
+	cfg->pool_size = 0;
+	cfg->acquire_timeout_ms = 2 * MS_SECOND;
+	cfg->ttl_ms = 24 * MS_HOUR;
+	cfg->lock_timeout_ms = 5 * MS_MINUTE;
+	cfg->evict_interval_ms = 5 * MS_MINUTE;
+	cfg->evict_batch = 10000;
+	cfg->metrics_allow = strdup("127.0.0.1");
+}
+
+static enum cfg_sect
+builtin_sect(const char *name)
+{
+	int	 s;
+
+	for (s = S_SERVER; s <= S_ROUTE; s++)
+		if (strcmp(name, sect_names[s]) == 0)
+			return (enum cfg_sect)s;
+	return S_NONE;
+}
+
+int
+idem_cfg_allow(struct idem_cfg *cfg, const char *section, const char *key)
+{
+	struct idem_cfg_kv	*kv, **tail;
+
+	/* Built-in sections are never application sections. */
+	if (cfg == NULL || section == NULL || key == NULL ||
+	    *section == '\0' || *key == '\0' || builtin_sect(section) != S_NONE)
+		return -1;
+	for (tail = &cfg->app; *tail != NULL; tail = &(*tail)->next)
+		if (strcmp((*tail)->section, section) == 0 &&
+		    strcmp((*tail)->key, key) == 0)
+			return 0;
+	if ((kv = calloc(1, sizeof(*kv))) == NULL)
+		return -1;
+	if ((kv->section = strdup(section)) == NULL ||
+	    (kv->key = strdup(key)) == NULL) {
+		free(kv->section);
+		free(kv);
+		return -1;
+	}
+	*tail = kv;
+	return 0;
+}
+
+int
+idem_parse_duration(const char *s, long long *ms)
+{
+	long long	 n = 0, mult;
+	int		 d;
+
+	if (s == NULL || ms == NULL || !is_digit(*s))
+		return -1;
+	for (; is_digit(*s); s++) {
+		d = *s - '0';
+		/* Stop at MS_MAX already: no unit makes a value smaller. */
+		if (n > (MS_MAX - d) / 10)
+			return -1;
+		n = n * 10 + d;
+	}
+	if (*s == '\0' || strcmp(s, "s") == 0)
+		mult = MS_SECOND;
+	else if (strcmp(s, "ms") == 0)
+		mult = 1;
+	else if (strcmp(s, "m") == 0)
+		mult = MS_MINUTE;
+	else if (strcmp(s, "h") == 0)
+		mult = MS_HOUR;
+	else if (strcmp(s, "d") == 0)
+		mult = MS_DAY;
+	else
+		return -1;
+	if (n == 0 || n > MS_MAX / mult)
+		return -1;
+	*ms = n * mult;
+	return 0;
+}
+
+int
+idem_parse_size(const char *s, size_t *bytes)
+{
+	static const struct {
+		const char	*unit;
+		unsigned	 shift;
+	} units[] = {
+		{ "", 0 }, { "B", 0 },
+		{ "K", 10 }, { "KB", 10 }, { "KiB", 10 },
+		{ "M", 20 }, { "MB", 20 }, { "MiB", 20 },
+		{ "G", 30 }, { "GB", 30 }, { "GiB", 30 },
+	};
+	size_t		 n = 0, i, mult;
+	unsigned	 d;
+
+	if (s == NULL || bytes == NULL || !is_digit(*s))
+		return -1;
+	for (; is_digit(*s); s++) {
+		d = (unsigned)(*s - '0');
+		if (n > (SIZE_MAX - d) / 10)
+			return -1;
+		n = n * 10 + d;
+	}
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (strcmp(s, units[i].unit) == 0)
+			break;
+	if (i == sizeof(units) / sizeof(units[0]))
+		return -1;
+	mult = (size_t)1 << units[i].shift;
+	if (n == 0 || n > SIZE_MAX / mult)
+		return -1;
+	*bytes = n * mult;
+	return 0;
+}
+
+/* Strict decimal in [min, max]: no sign, no blanks, no leading '+'. */
+static int
+parse_int(const char *s, long long min, long long max, long long *out)
+{
+	long long	 n = 0;
+	int		 d;
+
+	if (!is_digit(*s))
+		return -1;
+	for (; is_digit(*s); s++) {
+		d = *s - '0';
+		if (n > (LLONG_MAX - d) / 10)
+			return -1;
+		n = n * 10 + d;
+	}
+	if (*s != '\0' || n < min || n > max)
+		return -1;
+	*out = n;
+	return 0;
+}
+
+/*
+ * "a, b, c" of IPv4/IPv6 addresses; each is checked, the raw text kept.
+ * Only SP may surround them: the request-time matcher splits on SP and ','.
+ */
+static int
+check_addrs(const char *s)
+{
+	unsigned char	 bin[sizeof(struct in6_addr)];
+	char		 a[INET6_ADDRSTRLEN + 1];
+	const char	*e;
+	size_t		 n;
+
+	for (;;) {
+		while (*s == ' ')
+			s++;
+		for (e = s; *e != '\0' && *e != ',' && *e != ' '; e++)
+			;
+		n = (size_t)(e - s);
+		if (n == 0 || n >= sizeof(a))
+			return -1;
+		memcpy(a, s, n);
+		a[n] = '\0';
+		if (inet_pton(AF_INET, a, bin) != 1 &&
+		    inet_pton(AF_INET6, a, bin) != 1)
+			return -1;
+		while (*e == ' ')
+			e++;
+		if (*e == '\0')
+			return 0;
+		if (*e != ',')
+			return -1;
+		s = e + 1;
+	}
+}
+
+static int
+set_builtin(struct parse *ps, const struct cfg_key *k, const char *v)
+{
+	char		*base = (char *)ps->cfg + k->off;
+	long long	 n, ms;
+	size_t		 sz;
+
+	switch (k->type) {
+	case T_UINT:
+	case T_LONG:
+		if (parse_int(v, k->min, k->max, &n) == -1)
+			return perr(ps, ps->line,
+			    "%s must be an integer from %lld to %lld",
+			    k->name, k->min, k->max);
+		if (k->type == T_UINT)
+			*(unsigned *)(void *)base = (unsigned)n;
+		else
+			*(long *)(void *)base = (long)n;
+		return 0;
+	case T_SIZE:
+		if (idem_parse_size(v, &sz) == -1 ||
+		    sz < (size_t)k->min || sz > (size_t)k->max)
+			return perr(ps, ps->line,
+			    "%s must be a size such as 512KiB or 1MiB, "
+			    "at most %lldMiB", k->name,
+			    k->max / (long long)MIB);
+		*(size_t *)(void *)base = sz;
+		return 0;
+	case T_DUR:
+		if (idem_parse_duration(v, &ms) == -1)
+			return perr(ps, ps->line,
+			    "%s must be a duration such as 250ms, 30s, 5m, "
+			    "24h or 7d (at most 3650d)", k->name);
+		*(long long *)(void *)base = ms;
+		return 0;
+	case T_LEVEL:
+		if (strcmp(v, "debug") != 0 && strcmp(v, "info") != 0 &&
+		    strcmp(v, "warn") != 0 && strcmp(v, "error") != 0)
+			return perr(ps, ps->line,
+			    "%s must be debug, info, warn or error", k->name);
+		break;
+	case T_ADDRS:
+		if (check_addrs(v) == -1)
+			return perr(ps, ps->line, "%s must be a comma-separated "
+			    "list of IPv4/IPv6 addresses", k->name);
+		break;
+	case T_STR:
+		break;
+	}
+	if (set_str((char **)(void *)base, v) == -1)
+		return perr(ps, ps->line, "out of memory");
+	return 0;
+}
+
+/* Is s "route \"METHOD /path\""?  Cuts it up in place for method, path. */
+static int
+parse_route_hdr(char *s, char **method, char **path)
+{
+	char	*p, *e;
+
+	if (strncmp(s, "route \"", 7) != 0)
+		return -1;
+	p = s + 7;
+	for (e = p; *e >= 'A' && *e <= 'Z'; e++)
+		;
+	if (e == p || e - p > CFG_METHOD_MAX || *e != ' ')
+		return -1;
+	*e++ = '\0';
+	*method = p;
+	if (*e != '/')
+		return -1;
+	for (p = e; *p != '\0' && *p != '"'; p++)
+		if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
+			return -1;
+	if (p[0] != '"' || p[1] != '\0')
+		return -1;
+	*p = '\0';
+	*path = e;
+	return 0;
+}
+
+static int
+parse_section(struct parse *ps, char *s, size_t len)
+{
+	struct idem_cfg_route	*r, **tail;
+	struct idem_cfg_kv	*kv;
+	enum cfg_sect		 sect;
+	char			*method, *path;
+	size_t			 i;
+	int			 found;
+
+	if (s[len - 1] != ']')
+		return perr(ps, ps->line, strchr(s, ']') != NULL ?
+		    "text after section header" :
+		    "unterminated section header");
+	s[len - 1] = '\0';
+	s++;
+	if (*s == '\0')
+		return perr(ps, ps->line, "empty section name");
+
+	ps->route = NULL;
+	ps->route_ttl_line = 0;
+	ps->app_sect = NULL;
+	if (strncmp(s, "route", 5) == 0 && (s[5] == '\0' || s[5] == ' ' ||
+	    s[5] == '\t' || s[5] == '"')) {
+		if (parse_route_hdr(s, &method, &path) == -1)
+			return perr(ps, ps->line, "bad route section, "
+			    "expected [route \"METHOD /path\"]");
+		for (tail = &ps->cfg->routes; *tail != NULL;
+		    tail = &(*tail)->next)
+			if (strcmp((*tail)->method, method) == 0 &&
+			    strcmp((*tail)->path, path) == 0)
+				return perr(ps, ps->line,
+				    "duplicate section [route \"%s %.256s\"]",
+				    method, path);
+		if ((r = calloc(1, sizeof(*r))) == NULL)
+			return perr(ps, ps->line, "out of memory");
+		if ((r->method = strdup(method)) == NULL ||
+		    (r->path = strdup(path)) == NULL) {
+			free(r->method);
+			free(r);
+			return perr(ps, ps->line, "out of memory");
+		}
+		*tail = r;
+		ps->route = r;
+		ps->sect = S_ROUTE;
+		return 0;
+	}
+
+	if ((sect = builtin_sect(s)) != S_NONE) {
+		if (ps->sect_seen[sect])
+			return perr(ps, ps->line, "duplicate section [%s]", s);
+		ps->sect_seen[sect] = 1;
+		ps->sect = sect;
+		return 0;
+	}
+
+	found = 0;
+	for (kv = ps->cfg->app, i = 0; kv != NULL; kv = kv->next, i++) {
+		if (strcmp(kv->section, s) != 0)
+			continue;
+		if (ps->app[i].sect_seen)
+			return perr(ps, ps->line, "duplicate section [%s]", s);
+		ps->app[i].sect_seen = 1;
+		ps->app_sect = kv->section;
+		found = 1;
+	}
+	if (!found && ps->cfg->any_app_keys) {
+		/* Another program's section (idemctl reads the app's file). */
+		ps->sect = S_IGNORE;
+		return 0;
+	}
+	if (!found)
+		return perr(ps, ps->line, "unknown section [%.64s]", s);
+	ps->sect = S_APP;
+	return 0;
+}
+
+static int
+parse_keyval(struct parse *ps, char *s)
+{
+	struct idem_cfg_kv	*kv;
+	char			*eq, *key, *val, *e;
+	size_t			 i;
+	long long		 ms;
+
+	if ((eq = strchr(s, '=')) == NULL)
+		return perr(ps, ps->line, "expected key = value");
+	*eq = '\0';
+	key = s;
+	for (e = eq; e > key && is_blank(e[-1]); e--)
+		;
+	*e = '\0';
+	for (val = eq + 1; is_blank(*val); val++)
+		;
+	if (*key == '\0')
+		return perr(ps, ps->line, "missing key before '='");
+	if (*val == '\0')
+		return perr(ps, ps->line, "empty value for %.64s", key);
+
+	switch (ps->sect) {
+	case S_NONE:
+		return perr(ps, ps->line, "%.64s outside of any section", key);
+	case S_IGNORE:
+		return 0;
+	case S_ROUTE:
+		if (strcmp(key, "ttl") != 0)
+			return perr(ps, ps->line, "unknown key %.64s in route "
+			    "section (only ttl)", key);
+		if (ps->route_ttl_line != 0)
+			return perr(ps, ps->line, "duplicate key ttl "
+			    "(first on line %lu)", ps->route_ttl_line);
+		if (idem_parse_duration(val, &ms) == -1)
+			return perr(ps, ps->line, "ttl must be a duration such "
+			    "as 250ms, 30s, 5m, 24h or 7d (at most 3650d)");
+		ps->route->ttl_ms = ms;
+		ps->route_ttl_line = ps->line;
+		return 0;
+	case S_APP:
+		for (kv = ps->cfg->app, i = 0; kv != NULL; kv = kv->next, i++)
+			if (strcmp(kv->section, ps->app_sect) == 0 &&
+			    strcmp(kv->key, key) == 0)
+				break;
+		if (kv == NULL)
+			return perr(ps, ps->line, "unknown key %.64s in [%.64s]",
+			    key, ps->app_sect);
+		if (ps->app[i].line != 0)
+			return perr(ps, ps->line, "duplicate key %.64s "
+			    "(first on line %lu)", key, ps->app[i].line);
+		if (set_str(&kv->value, val) == -1)
+			return perr(ps, ps->line, "out of memory");
+		ps->app[i].line = ps->line;
+		return 0;
+	default:
+		break;
+	}
+
+	for (i = 0; i < NKEYS; i++)
+		if (cfg_keys[i].sect == ps->sect &&
+		    strcmp(cfg_keys[i].name, key) == 0)
+			break;
+	if (i == NKEYS)
+		return perr(ps, ps->line, "unknown key %.64s in [%s]", key,
+		    sect_names[ps->sect]);
+	if (ps->key_line[i] != 0)
+		return perr(ps, ps->line, "duplicate key %s (first on line %lu)",
+		    key, ps->key_line[i]);
+	if (set_builtin(ps, &cfg_keys[i], val) == -1)
+		return -1;
+	ps->key_line[i] = ps->line;
+	return 0;
+}
+
+/* One line, len bytes without its terminator. */
+static int
+parse_line(struct parse *ps, const char *text, size_t len)
+{
+	char	 buf[CFG_LINE_MAX + 1], *s, *e;
+	size_t	 i;
+
+	if (len > CFG_LINE_MAX)
+		return perr(ps, ps->line, "line longer than %d bytes",
+		    CFG_LINE_MAX);
+	for (i = 0; i < len; i++) {
+		if (text[i] == '\0')
+			return perr(ps, ps->line, "NUL byte");
+		if (((unsigned char)text[i] < 0x20 && text[i] != '\t') ||
+		    text[i] == 0x7f)
+			return perr(ps, ps->line, "control character");
+	}
+	memcpy(buf, text, len);
+	buf[len] = '\0';
+
+	for (s = buf; is_blank(*s); s++)
+		;
+	if (*s == '\0' || *s == '#' || *s == ';')
+		return 0;
+	for (e = s + 1; *e != '\0'; e++)
+		if ((*e == '#' || *e == ';') && is_blank(e[-1])) {
+			*e = '\0';
+			break;
+		}
+	for (e = s + strlen(s); e > s && is_blank(e[-1]); e--)
+		;
+	*e = '\0';
+
+	if (*s == '[')
+		return parse_section(ps, s, (size_t)(e - s));
+	return parse_keyval(ps, s);
+}
+
+static unsigned long
+key_line(const struct parse *ps, const char *name)
+{
+	size_t	 i;
+
+	for (i = 0; i < NKEYS; i++)
+		if (strcmp(cfg_keys[i].name, name) == 0)
+			return ps->key_line[i];
+	return 0;
+}
+
+int
+idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
+    size_t len, char *err, size_t errlen)
+{
+	struct parse		 ps;
+	struct idem_cfg_kv	*kv;
+	const char		*nl;
+	size_t			 off, n;
+	unsigned long		 lock_line, req_line;
+	int			 rc = -1;
+
+	errmsg(err, errlen, "%s", "");
+	memset(&ps, 0, sizeof(ps));
+	ps.cfg = cfg;
+	ps.name = name;
+	ps.err = err;
+	ps.errlen = errlen;
+	if (cfg == NULL || (text == NULL && len > 0))
+		return perr(&ps, 0, "invalid arguments");
+	if (cfg->log_level == NULL || cfg->metrics_allow == NULL)
+		return perr(&ps, 0, "out of memory");
+	/* An editor's UTF-8 byte order mark is not part of the first line. */
+	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
+		text += 3;
+		len -= 3;
+	}
+	for (kv = cfg->app; kv != NULL; kv = kv->next)
+		ps.napp++;
+	if (ps.napp > 0 &&
+	    (ps.app = calloc(ps.napp, sizeof(*ps.app))) == NULL)
+		return perr(&ps, 0, "out of memory");
+
+	for (off = 0; off < len; off += n + 1) {
+		ps.line++;
+		nl = memchr(text + off, '\n', len - off);
+		n = nl != NULL ? (size_t)(nl - (text + off)) : len - off;
+		if (parse_line(&ps, text + off,
+		    n > 0 && text[off + n - 1] == '\r' ? n - 1 : n) == -1)
+			goto out;
+	}
+
+	/* A lock must outlive the request holding it, or two could run. */
+	lock_line = key_line(&ps, "lock_timeout");
+	req_line = key_line(&ps, "request_timeout");
+	if ((lock_line != 0 || req_line != 0) &&
+	    cfg->lock_timeout_ms <= cfg->request_timeout_ms) {
+		perr(&ps, lock_line != 0 ? lock_line : req_line,
+		    "lock_timeout (%lldms) must be greater than "
+		    "request_timeout (%lldms)", cfg->lock_timeout_ms,
+		    cfg->request_timeout_ms);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(ps.app);
+	return rc;
+}
+
+int
+idem_cfg_load(struct idem_cfg *cfg, const char *path, char *err,
+    size_t errlen)
+{
+	struct idem_buf	 b = { NULL, 0, 0 };
+	char		 chunk[65536], ebuf[128];
+	ssize_t		 n;
+	int		 fd, rc;
+
+	errmsg(err, errlen, "%s", "");
+	if (path == NULL) {
+		errmsg(err, errlen, "no config file given");
+		return -1;
+	}
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		errmsg(err, errlen, "%s: cannot open: %s", path,
+		    strerror_r(errno, ebuf, sizeof(ebuf)));
+		return -1;
+	}
+	for (;;) {
+		n = read(fd, chunk, sizeof(chunk));
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1) {
+			errmsg(err, errlen, "%s: cannot read: %s", path,
+			    strerror_r(errno, ebuf, sizeof(ebuf)));
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		if ((size_t)n > CFG_FILE_MAX - b.len) {
+			errmsg(err, errlen, "%s: larger than 1 MiB", path);
+			goto fail;
+		}
+		if (idem_buf_add(&b, chunk, (size_t)n) == -1) {
+			errmsg(err, errlen, "%s: out of memory", path);
+			goto fail;
+		}
+	}
+	close(fd);
+	rc = idem_cfg_parse(cfg, path, b.p != NULL ? b.p : "", b.len, err,
+	    errlen);
+	idem_buf_free(&b);
+	return rc;
+fail:
+	close(fd);
+	idem_buf_free(&b);
+	return -1;
+}
+
+long long
+idem_cfg_route_ttl(const struct idem_cfg *cfg, const char *method,
+    const char *pattern)
+{
+	const struct idem_cfg_route	*r;
+
+	if (method == NULL || pattern == NULL)
+		return cfg->ttl_ms;
+	for (r = cfg->routes; r != NULL; r = r->next)
+		if (r->ttl_ms > 0 && strcmp(r->method, method) == 0 &&
+		    strcmp(r->path, pattern) == 0)
+			return r->ttl_ms;
+	return cfg->ttl_ms;
+}
+
+const char *
+idem_cfg_app_get(const struct idem_cfg *cfg, const char *section,
+    const char *key)
+{
+	const struct idem_cfg_kv	*kv;
+
+	if (cfg == NULL || section == NULL || key == NULL)
+		return NULL;
+	for (kv = cfg->app; kv != NULL; kv = kv->next)
+		if (strcmp(kv->section, section) == 0 &&
+		    strcmp(kv->key, key) == 0)
+			return kv->value;
+	return NULL;
+}
+
+void
+idem_cfg_free(struct idem_cfg *cfg)
+{
+	struct idem_cfg_route	*r, *rn;
+	struct idem_cfg_kv	*kv, *kn;
+
+	if (cfg == NULL)
+		return;
+	free(cfg->listen);
+	free(cfg->log_level);
+	free(cfg->conninfo);
+	free(cfg->metrics_allow);
+	for (r = cfg->routes; r != NULL; r = rn) {
+		rn = r->next;
+		free(r->method);
+		free(r->path);
+		free(r);
+	}
+	for (kv = cfg->app; kv != NULL; kv = kn) {
+		kn = kv->next;
+		free(kv->section);
+		free(kv->key);
+		free(kv->value);
+		free(kv);
+	}
+	memset(cfg, 0, sizeof(*cfg));
+}

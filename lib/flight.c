@@ -1,0 +1,79 @@
+/*
+ * flight.c - send several statements to PostgreSQL in one round trip
+ * (libpq pipeline mode) and collect their results.  Unnamed statements
+ * only (PQsendQueryParams), so pgbouncer in transaction mode works.
+ */
+#include <stdlib.h>
+
+#include "private.h"
+
+int
+idem_flight(PGconn *db, struct idem_q *q, size_t n, unsigned *round_trips)
+{
+	size_t		 i;
+	PGresult	*r;
+	ExecStatusType	 st;
+	int		 rc = 0;
+
+	for (i = 0; i < n; i++)
+		q[i].res = NULL;
+	if (PQenterPipelineMode(db) == 0)
+		return -1;
+	for (i = 0; i < n; i++)
+		if (PQsendQueryParams(db, q[i].sql, q[i].n, NULL, q[i].vals,
+		    q[i].lens, q[i].fmts, q[i].binary) == 0) {
+			rc = -1;
+			break;
+		}
+	/* The sync ends the flight and flushes it to the server. */
+	if (PQpipelineSync(db) == 0)
+		rc = -1;
+	if (round_trips != NULL)
+		(*round_trips)++;
+	if (rc == -1)
+		goto out;
+	for (i = 0; i < n; i++) {
+		/* One result per statement (or PIPELINE_ABORTED), then NULL. */
+		if ((r = PQgetResult(db)) == NULL) {
+			rc = -1;
+			goto out;
+		}
+		q[i].res = r;
+		st = PQresultStatus(r);
+		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+			if (st != PGRES_PIPELINE_ABORTED)
+				idem_log(IDEM_LOG_ERROR, "db: %s",
+				    PQresultErrorMessage(r));
+			rc = -1;
+			if (st == PGRES_PIPELINE_SYNC || PQstatus(db) !=
+			    CONNECTION_OK)
+				goto out;
+		}
+		while ((r = PQgetResult(db)) != NULL)
+			PQclear(r);
+	}
+	/* And the sync that closes the flight. */
+	if ((r = PQgetResult(db)) != NULL) {
+		if (PQresultStatus(r) != PGRES_PIPELINE_SYNC)
+			rc = -1;
+		PQclear(r);
+	}
+out:
+	if (PQexitPipelineMode(db) == 0) {
+		idem_log(IDEM_LOG_ERROR, "db: cannot leave pipeline mode: %s",
+		    PQerrorMessage(db));
+		rc = -1;
+	}
+	return rc;
+}
+
+void
+idem_flight_clear(struct idem_q *q, size_t n)
+{
+	size_t	i;
+
+	for (i = 0; i < n; i++) {
+		PQclear(q[i].res);
+		q[i].res = NULL;
+	}
+}

@@ -1,0 +1,428 @@
+/*
+ * idempotency.c - the exactly-once middleware: the whole transaction logic
+ * of a request to an idempotent route is in this file.
+ *
+ * Atomic mode, two round trips for a new key:
+ *   flight 1: BEGIN; try the per-(tenant, key) advisory lock; resolve the
+ *             tenant, look the key up and insert it when absent or expired.
+ *   handler:  runs on the same connection, inside the same transaction.
+ *   flight 2: deferred effects; store the response; COMMIT.
+ * A replay, a 409 or a 422 is decided after flight 1; its ROLLBACK is sent
+ * without waiting and drained when the connection is released.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "private.h"
+
+static const char sql_lock[] =
+	"SELECT pg_try_advisory_xact_lock($1::bigint)";
+
+/* $1 secret hash, $2 key, $3 method, $4 path, $5 fingerprint, $6 ttl ms,
+ * $7 lock id, $8 lock timeout ms */
+static const char sql_lookup[] =
+	"WITH t AS (SELECT id FROM api_keys"
+	"    WHERE secret_hash = $1 AND revoked_at IS NULL),"
+	" cur AS (SELECT k.id, k.request_method, k.request_path,"
+	"    k.request_fingerprint, k.state, k.response_status,"
+	"    k.response_headers::text, k.response_body,"
+	"    k.expires_at > now() AS live, k.recovery_point,"
+	"    k.locked_at < now() - $8::bigint * interval '1 millisecond'"
+	"  FROM idempotency_keys k, t"
+	"  WHERE k.api_key_id = t.id AND k.key = $2),"
+	" ins AS (INSERT INTO idempotency_keys AS k (api_key_id, key,"
+	"    request_method, request_path, request_fingerprint, state,"
+	"    recovery_point, locked_at, created_at, expires_at)"
+	"  SELECT t.id, $2, $3, $4, $5, 'in_progress', 'started', now(), now(),"
+	"    now() + $6::bigint * interval '1 millisecond'"
+	"  FROM t WHERE pg_try_advisory_xact_lock($7::bigint)"
+	"    AND NOT EXISTS (SELECT 1 FROM cur WHERE cur.live)"
+	"  ON CONFLICT (api_key_id, key) DO UPDATE SET"
+	"    request_method = EXCLUDED.request_method,"
+	"    request_path = EXCLUDED.request_path,"
+	"    request_fingerprint = EXCLUDED.request_fingerprint,"
+	"    state = 'in_progress', recovery_point = 'started',"
+	"    response_status = NULL, response_headers = NULL,"
+	"    response_body = NULL, locked_at = now(), created_at = now(),"
+	"    expires_at = EXCLUDED.expires_at"
+	"  WHERE k.expires_at <= now()"
+	"  RETURNING k.id)"
+	" SELECT (SELECT id FROM t), (SELECT id FROM ins), cur.*"
+	" FROM (SELECT 1) AS one LEFT JOIN cur ON true";
+
+enum {	/* columns of sql_lookup */
+	C_TENANT, C_INSERTED, C_ID, C_METHOD, C_PATH, C_FPR, C_STATE,
+	C_STATUS, C_HEADERS, C_BODY, C_LIVE, C_POINT, C_STALE
+};
+
+/* $1 id, $2 status, $3 headers (json), $4 body */
+static const char sql_store[] =
+	"UPDATE idempotency_keys SET state = 'completed',"
+	" response_status = $2, response_headers = $3::jsonb,"
+	" response_body = $4, locked_at = NULL, recovery_point = 'finished'"
+	" WHERE id = $1";
+
+static int64_t
+get_i64(const PGresult *r, int col)
+{
+	const unsigned char	*p;
+	uint64_t		 v = 0;
+	int			 i;
+
+	if (PQgetisnull(r, 0, col) || PQgetlength(r, 0, col) != 8)
+		return 0;
+	p = (const unsigned char *)PQgetvalue(r, 0, col);
+	for (i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return (int64_t)v;
+}
+
+static int
+get_i32(const PGresult *r, int col)
+{
+	uint32_t	v;
+
+	if (PQgetisnull(r, 0, col) || PQgetlength(r, 0, col) != 4)
+		return 0;
+	memcpy(&v, PQgetvalue(r, 0, col), 4);
+	return (int)ntohl(v);
+}
+
+static int
+get_bool(const PGresult *r, int col)
+{
+	return !PQgetisnull(r, 0, col) && PQgetlength(r, 0, col) == 1 &&
+	    PQgetvalue(r, 0, col)[0] != 0;
+}
+
+/* The advisory lock id: 64 bits of SHA-256(tenant secret hash, key). */
+static void
+lock_id(const idem_req *req, char out[24])
+{
+	struct idem_buf	 b = { 0 };
+	unsigned char	 h[32];
+	int64_t		 v = 0;
+	int		 i;
+
+	idem_buf_add(&b, req->tenant_hash, sizeof(req->tenant_hash));
+	idem_buf_adds(&b, req->key);
+	idem_sha256(b.p, b.len, h);
+	idem_buf_free(&b);
+	for (i = 0; i < 8; i++)
+		v = (int64_t)((uint64_t)v << 8 | h[i]);
+	snprintf(out, 24, "%lld", (long long)v);
+}
+
+/* SHA-256 over method, path and the canonical body, NUL-separated. */
+static void
+fingerprint(idem_req *req)
+{
+	struct idem_buf	b = { 0 };
+
+	idem_buf_adds(&b, req->method);
+	idem_buf_addc(&b, '\0');
+	idem_buf_adds(&b, req->path);
+	idem_buf_addc(&b, '\0');
+	idem_buf_add(&b, req->canon.p ? req->canon.p : "", req->canon.len);
+	idem_sha256(b.p, b.len, req->fingerprint);
+	idem_buf_free(&b);
+}
+
+/* End the transaction without waiting; release drains the answer. */
+static void
+rollback_async(idem_req *req)
+{
+	if (req->db != NULL && PQsendQuery(req->db, "ROLLBACK") == 0)
+		idem_log(IDEM_LOG_WARN, "db: cannot send ROLLBACK");
+}
+
+static void
+unavailable(idem_req *req)
+{
+	idem_resp_problem(req, IDEM_P_UNAVAILABLE,
+	    "the database is not available; retry later");
+	req->outcome = IDEM_OUT_ERROR;
+}
+
+static void
+replay(idem_req *req, const PGresult *r)
+{
+	const char	*path[] = { NULL, NULL };
+	yajl_val	 h, v;
+	const char	*ctype = "application/json";
+	size_t		 i;
+
+	h = yajl_tree_parse(PQgetvalue(r, 0, C_HEADERS), NULL, 0);
+	if (h != NULL && (v = yajl_tree_get(h, (path[0] = "Content-Type",
+	    path), yajl_t_string)) != NULL)
+		ctype = YAJL_GET_STRING(v);
+	idem_resp_body(req, get_i32(r, C_STATUS), ctype,
+	    PQgetvalue(r, 0, C_BODY), (size_t)PQgetlength(r, 0, C_BODY));
+	if (h != NULL && YAJL_IS_OBJECT(h))
+		for (i = 0; i < h->u.object.len; i++)
+			if (strcasecmp(h->u.object.keys[i], "Content-Type") &&
+			    YAJL_IS_STRING(h->u.object.values[i]))
+				idem_resp_header(req, h->u.object.keys[i],
+				    YAJL_GET_STRING(h->u.object.values[i]));
+	if (h != NULL)
+		yajl_tree_free(h);
+	req->replayed = 1;
+	req->outcome = IDEM_OUT_REPLAYED;
+}
+
+static int
+headers_json(const idem_req *req, struct idem_buf *b)
+{
+	size_t	i;
+	int	rc = 0;
+
+	rc |= idem_buf_adds(b, "{\"Content-Type\":");
+	rc |= idem_buf_add_jstr(b, req->ctype, strlen(req->ctype));
+	for (i = 0; i < req->nheaders; i++) {
+		rc |= idem_buf_addc(b, ',');
+		rc |= idem_buf_add_jstr(b, req->hname[i], strlen(req->hname[i]));
+		rc |= idem_buf_addc(b, ':');
+		rc |= idem_buf_add_jstr(b, req->hvalue[i],
+		    strlen(req->hvalue[i]));
+	}
+	rc |= idem_buf_addc(b, '}');
+	return rc == 0 ? 0 : -1;
+}
+
+/* Flight 2: deferred effects, the stored response, COMMIT. */
+static int
+store_and_commit(idem_req *req)
+{
+	struct idem_q	 q[4 + 2];
+	struct idem_buf	 hj = { 0 };
+	char		 id[24], st[8];
+	const char	*vals[4];
+	int		 lens[4] = { 0, 0, 0, 0 }, fmts[4] = { 0, 0, 0, 1 };
+	size_t		 n = 0, i;
+	int		 rc;
+
+	if (headers_json(req, &hj) == -1)
+		return -1;
+	for (i = 0; i < req->ndefer; i++) {
+		memset(&q[n], 0, sizeof(q[n]));
+		q[n].sql = req->defer[i].sql;
+		q[n].n = req->defer[i].n;
+		q[n].vals = (const char *const *)req->defer[i].vals;
+		n++;
+	}
+	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
+	snprintf(st, sizeof(st), "%d", req->status);
+	vals[0] = id;
+	vals[1] = st;
+	vals[2] = hj.p;
+	vals[3] = req->resp.p ? req->resp.p : "";
+	lens[3] = (int)req->resp.len;
+	memset(&q[n], 0, 2 * sizeof(q[n]));
+	q[n].sql = sql_store;
+	q[n].n = 4;
+	q[n].vals = vals;
+	q[n].lens = lens;
+	q[n].fmts = fmts;
+	n++;
+	q[n++].sql = "COMMIT";
+	rc = idem_flight(req->db, q, n, &req->round_trips);
+	if (rc == 0 && strcmp(PQcmdStatus(q[n - 2].res), "UPDATE 1") != 0)
+		rc = -1;
+	idem_flight_clear(q, n);
+	idem_buf_free(&hj);
+	return rc;
+}
+
+void
+idem_idempotent_run(idem_req *req)
+{
+	const struct idem_cfg	*cfg = &req->app->cfg;
+	struct idem_q		 q[3];
+	char			 lock[24], ttl[24], lto[24];
+	const char		*vals[8];
+	int			 lens[8] = { 32, 0, 0, 0, 32, 0, 0, 0 };
+	int			 fmts[8] = { 1, 0, 0, 0, 1, 0, 0, 0 };
+	const PGresult		*r;
+	int			 rc;
+
+	fingerprint(req);
+	if (idem_req_db(req) == NULL) {
+		unavailable(req);
+		return;
+	}
+	lock_id(req, lock);
+	snprintf(ttl, sizeof(ttl), "%lld", idem_cfg_route_ttl(cfg,
+	    req->method, req->route->pattern));
+	snprintf(lto, sizeof(lto), "%lld", cfg->lock_timeout_ms);
+	vals[0] = (const char *)req->tenant_hash;
+	vals[1] = req->key;
+	vals[2] = req->method;
+	vals[3] = req->path;
+	vals[4] = (const char *)req->fingerprint;
+	vals[5] = ttl;
+	vals[6] = lock;
+	vals[7] = lto;
+
+	memset(q, 0, sizeof(q));
+	q[0].sql = "BEGIN";
+	q[1].sql = sql_lock;
+	q[1].n = 1;
+	q[1].vals = &vals[6];
+	q[2].sql = sql_lookup;
+	q[2].n = 8;
+	q[2].vals = vals;
+	q[2].lens = lens;
+	q[2].fmts = fmts;
+	q[2].binary = 1;
+	if (idem_flight(req->db, q, 3, &req->round_trips) == -1) {
+		idem_flight_clear(q, 3);
+		if (PQstatus(req->db) != CONNECTION_OK)
+			unavailable(req);
+		else {
+			idem_resp_problem(req, IDEM_P_INTERNAL,
+			    "the request could not be completed");
+			req->outcome = IDEM_OUT_ERROR;
+		}
+		return;
+	}
+	req->in_txn = 1;
+	r = q[2].res;
+	if (PQntuples(r) != 1 || PQgetisnull(r, 0, C_TENANT)) {
+		idem_resp_problem(req, IDEM_P_UNAUTHORIZED,
+		    "a valid 'Authorization: Bearer' API key is required");
+		idem_resp_header(req, "WWW-Authenticate", "Bearer");
+		req->outcome = IDEM_OUT_REJECTED;
+		goto done_ro;
+	}
+	req->tenant = get_i64(r, C_TENANT);
+	if (strcmp(PQgetvalue(q[1].res, 0, 0), "t") != 0) {
+		idem_resp_problem(req, IDEM_P_KEY_IN_FLIGHT,
+		    "a request with this Idempotency-Key is being processed; "
+		    "retry later");
+		req->outcome = IDEM_OUT_IN_FLIGHT;
+		goto done_ro;
+	}
+	if (!PQgetisnull(r, 0, C_INSERTED)) {
+		req->record_id = get_i64(r, C_INSERTED);
+		idem_flight_clear(q, 3);
+		goto execute;
+	}
+	if (PQgetisnull(r, 0, C_ID) || !get_bool(r, C_LIVE)) {
+		/* Committed by another request between our two statements. */
+		idem_resp_problem(req, IDEM_P_KEY_IN_FLIGHT,
+		    "a request with this Idempotency-Key has just been "
+		    "processed; retry");
+		req->outcome = IDEM_OUT_IN_FLIGHT;
+		goto done_ro;
+	}
+	if (strcmp(PQgetvalue(r, 0, C_METHOD), req->method) != 0 ||
+	    strcmp(PQgetvalue(r, 0, C_PATH), req->path) != 0 ||
+	    PQgetlength(r, 0, C_FPR) != 32 ||
+	    memcmp(PQgetvalue(r, 0, C_FPR), req->fingerprint, 32) != 0) {
+		idem_resp_problem(req, IDEM_P_KEY_REUSED,
+		    "this Idempotency-Key was already used for a different "
+		    "request; use a new key");
+		req->outcome = IDEM_OUT_REUSED;
+		goto done_ro;
+	}
+	if (strcmp(PQgetvalue(r, 0, C_STATE), "completed") == 0 &&
+	    !PQgetisnull(r, 0, C_STATUS)) {
+		replay(req, r);
+		goto done_ro;
+	}
+	idem_resp_problem(req, IDEM_P_KEY_IN_FLIGHT,
+	    "a request with this Idempotency-Key is being processed; "
+	    "retry later");
+	req->outcome = IDEM_OUT_IN_FLIGHT;
+done_ro:
+	idem_flight_clear(q, 3);
+	rollback_async(req);
+	return;
+
+execute:
+	rc = req->route->fn(req, req->route->arg);
+	if (rc == -1 || req->status == 0 || req->status >= 500) {
+		/* No key, no effect: a retry executes afresh. */
+		PQclear(PQexec(req->db, "ROLLBACK"));
+		if (rc == -1 || req->status == 0) {
+			if (req->db_unavailable ||
+			    PQstatus(req->db) != CONNECTION_OK)
+				unavailable(req);
+			else
+				idem_resp_problem(req, IDEM_P_INTERNAL,
+				    "the request could not be completed");
+		}
+		req->outcome = IDEM_OUT_ERROR;
+		return;
+	}
+	if (store_and_commit(req) == -1) {
+		if (PQstatus(req->db) != CONNECTION_OK)
+			unavailable(req);
+		else
+			idem_resp_problem(req, IDEM_P_INTERNAL,
+			    "the request could not be completed");
+		req->outcome = IDEM_OUT_ERROR;
+		return;
+	}
+	req->outcome = IDEM_OUT_CREATED;
+}
+
+int
+idem_req_defer(idem_req *req, const char *sql, int nparams,
+    const char *const *values)
+{
+	struct idem_defer	*d;
+	PGresult		*r;
+	int			 i, ok;
+
+	if (nparams < 0 || nparams > 64)
+		return -1;
+	if (!req->in_txn) {
+		if (idem_req_db(req) == NULL)
+			return -1;
+		r = PQexecParams(req->db, sql, nparams, NULL, values, NULL,
+		    NULL, 0);
+		ok = PQresultStatus(r) == PGRES_COMMAND_OK ||
+		    PQresultStatus(r) == PGRES_TUPLES_OK;
+		if (!ok)
+			idem_log(IDEM_LOG_ERROR, "db: %s",
+			    PQresultErrorMessage(r));
+		PQclear(r);
+		return ok ? 0 : -1;
+	}
+	if (req->ndefer == sizeof(req->defer) / sizeof(req->defer[0]))
+		return -1;
+	d = &req->defer[req->ndefer];
+	memset(d, 0, sizeof(*d));
+	if ((d->sql = strdup(sql)) == NULL ||
+	    (d->vals = calloc((size_t)nparams + 1, sizeof(char *))) == NULL)
+		goto fail;
+	d->n = nparams;
+	req->ndefer++;
+	for (i = 0; i < nparams; i++)
+		if (values[i] != NULL && (d->vals[i] = strdup(values[i])) == NULL)
+			return -1;	/* freed with the request */
+	return 0;
+fail:
+	free(d->sql);
+	free(d->vals);
+	return -1;
+}
+
+void
+idem_defer_free(idem_req *req)
+{
+	size_t	i;
+	int	j;
+
+	for (i = 0; i < req->ndefer; i++) {
+		for (j = 0; j < req->defer[i].n; j++)
+			free(req->defer[i].vals[j]);
+		free(req->defer[i].vals);
+		free(req->defer[i].sql);
+	}
+	req->ndefer = 0;
+}

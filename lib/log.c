@@ -1,0 +1,118 @@
+/*
+ * log.c - structured logs: one JSON object per line on stderr.  Request
+ * lines carry a hash of the idempotency key, never the key itself, the
+ * body or the Authorization header.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "private.h"
+
+static enum idem_log_level min_level = IDEM_LOG_INFO;
+
+static const char *const level_names[] = { "debug", "info", "warn", "error" };
+
+void
+idem_log_set_level(const char *name)
+{
+	size_t	i;
+
+	for (i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+		if (name != NULL && strcmp(name, level_names[i]) == 0)
+			min_level = (enum idem_log_level)i;
+}
+
+static void
+log_prefix(struct idem_buf *b, enum idem_log_level lvl)
+{
+	struct timespec	 ts;
+	struct tm	 tm;
+	char		 t[32];
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%S", &tm);
+	idem_buf_addf(b, "{\"time\":\"%s.%03ldZ\",\"level\":\"%s\"", t,
+	    ts.tv_nsec / 1000000L, level_names[lvl]);
+}
+
+static void
+log_emit(struct idem_buf *b)
+{
+	idem_buf_adds(b, "}\n");
+	/* One write per line so that lines of threads never interleave. */
+	if (b->p != NULL)
+		fwrite(b->p, 1, b->len, stderr);
+	idem_buf_free(b);
+}
+
+void
+idem_log(enum idem_log_level lvl, const char *fmt, ...)
+{
+	struct idem_buf	 b = { 0 };
+	char		 msg[1024];
+	va_list		 ap;
+	int		 n;
+
+	if (lvl < min_level)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(msg))
+		n = sizeof(msg) - 1;
+	log_prefix(&b, lvl);
+	idem_buf_adds(&b, ",\"msg\":");
+	idem_buf_add_jstr(&b, msg, (size_t)n);
+	log_emit(&b);
+}
+
+static const char *const outcome_names[] = {
+	[IDEM_OUT_NONE] = NULL, [IDEM_OUT_CREATED] = "created",
+	[IDEM_OUT_REPLAYED] = "replayed", [IDEM_OUT_IN_FLIGHT] = "in_flight",
+	[IDEM_OUT_REUSED] = "reused", [IDEM_OUT_REJECTED] = "rejected",
+	[IDEM_OUT_ERROR] = "error",
+};
+
+void
+idem_log_request(const idem_req *req, long long duration_us)
+{
+	struct idem_buf	 b = { 0 };
+	unsigned char	 h[32];
+	struct idem_buf	 kh = { 0 };
+	size_t		 i;
+
+	if (IDEM_LOG_INFO < min_level)
+		return;
+	log_prefix(&b, IDEM_LOG_INFO);
+	idem_buf_addf(&b, ",\"msg\":\"request\",\"request_id\":\"%s\","
+	    "\"method\":\"%s\",\"route\":", req->request_id, req->method);
+	if (req->route != NULL)
+		idem_buf_add_jstr(&b, req->route->pattern,
+		    strlen(req->route->pattern));
+	else
+		idem_buf_adds(&b, "null");
+	idem_buf_addf(&b, ",\"status\":%d,\"duration_ms\":%.3f", req->status,
+	    (double)duration_us / 1000.0);
+	if (outcome_names[req->outcome] != NULL)
+		idem_buf_addf(&b, ",\"outcome\":\"%s\"",
+		    outcome_names[req->outcome]);
+	if (req->has_key) {
+		/* Tenant-scoped so equal keys of two tenants differ. */
+		struct idem_buf in = { 0 };
+		idem_buf_add(&in, req->tenant_hash, sizeof(req->tenant_hash));
+		idem_buf_adds(&in, req->key);
+		idem_sha256(in.p, in.len, h);
+		idem_buf_free(&in);
+		for (i = 0; i < 8; i++)
+			idem_buf_addf(&kh, "%02x", h[i]);
+		idem_buf_addf(&b, ",\"key_hash\":\"%s\"", kh.p);
+		idem_buf_free(&kh);
+	}
+	if (req->tenant != 0)
+		idem_buf_addf(&b, ",\"tenant\":%lld", (long long)req->tenant);
+	log_emit(&b);
+}

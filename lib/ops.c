@@ -1,0 +1,244 @@
+/*
+ * ops.c - operations on the store, shared by idemctl and the runtime's
+ * janitor: migrations, API keys, eviction and reclaim.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "private.h"
+
+#define MIGRATE_LOCK	"7236491086"
+#define SQL_FILE_MAX	(4L << 20)
+
+static int
+exec_ok(PGconn *db, PGresult *r, char *err, size_t errlen)
+{
+	ExecStatusType	st = PQresultStatus(r);
+
+	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+		return 0;
+	snprintf(err, errlen, "%s", PQerrorMessage(db));
+	return -1;
+}
+
+static char *
+slurp(const char *path)
+{
+	FILE	*f;
+	char	*p;
+	long	 n;
+
+	if ((f = fopen(path, "r")) == NULL)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == -1 || (n = ftell(f)) < 0 ||
+	    n > SQL_FILE_MAX || fseek(f, 0, SEEK_SET) == -1 ||
+	    (p = malloc((size_t)n + 1)) == NULL) {
+		fclose(f);
+		return NULL;
+	}
+	if (fread(p, 1, (size_t)n, f) != (size_t)n) {
+		free(p);
+		fclose(f);
+		return NULL;
+	}
+	p[n] = '\0';
+	fclose(f);
+	return p;
+}
+
+static int
+sql_filter(const struct dirent *d)
+{
+	size_t	n = strlen(d->d_name);
+
+	return n > 4 && strcmp(d->d_name + n - 4, ".sql") == 0 &&
+	    d->d_name[0] != '.';
+}
+
+/* One migration in its own transaction, serialised across processes. */
+static int
+migrate_one(PGconn *db, const char *dir, const char *name, char *err,
+    size_t errlen)
+{
+	const char	*vals[1] = { name };
+	char		 path[4096], *sql;
+	PGresult	*r;
+	int		 done, rc = -1;
+
+	r = PQexec(db, "BEGIN; SELECT pg_advisory_xact_lock(" MIGRATE_LOCK
+	    ")");
+	if (exec_ok(db, r, err, errlen) == -1)
+		goto out;
+	PQclear(r);
+	r = PQexecParams(db, "SELECT 1 FROM idem_migrations WHERE name = $1",
+	    1, NULL, vals, NULL, NULL, 0);
+	if (exec_ok(db, r, err, errlen) == -1)
+		goto out;
+	done = PQntuples(r) > 0;
+	PQclear(r);
+	r = NULL;
+	if (done) {
+		rc = 0;
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if ((sql = slurp(path)) == NULL) {
+		snprintf(err, errlen, "%s: cannot read", path);
+		goto out;
+	}
+	r = PQexec(db, sql);
+	free(sql);
+	if (exec_ok(db, r, err, errlen) == -1)
+		goto out;
+	PQclear(r);
+	r = PQexecParams(db, "INSERT INTO idem_migrations (name) VALUES ($1)",
+	    1, NULL, vals, NULL, NULL, 0);
+	if (exec_ok(db, r, err, errlen) == -1)
+		goto out;
+	PQclear(r);
+	r = PQexec(db, "COMMIT");
+	if (exec_ok(db, r, err, errlen) == -1)
+		goto out;
+	rc = 1;
+out:
+	PQclear(r);
+	if (rc <= 0)
+		PQclear(PQexec(db, "ROLLBACK"));
+	return rc;
+}
+
+int
+idem_migrate(PGconn *db, const char *dir, char *err, size_t errlen)
+{
+	struct dirent	**ents;
+	PGresult	 *r;
+	int		  n, i, rc, applied = 0;
+
+	r = PQexec(db, "CREATE TABLE IF NOT EXISTS idem_migrations ("
+	    " name text PRIMARY KEY,"
+	    " applied_at timestamptz NOT NULL DEFAULT now())");
+	rc = exec_ok(db, r, err, errlen);
+	PQclear(r);
+	if (rc == -1)
+		return -1;
+	if ((n = scandir(dir, &ents, sql_filter, alphasort)) < 0) {
+		snprintf(err, errlen, "%s: cannot read directory", dir);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		if (applied >= 0) {
+			rc = migrate_one(db, dir, ents[i]->d_name, err, errlen);
+			if (rc == -1) {
+				size_t l = strlen(err);
+				snprintf(err + l, errlen - l, " (in %s)",
+				    ents[i]->d_name);
+				applied = -1;
+			} else
+				applied += rc;
+		}
+		free(ents[i]);
+	}
+	free(ents);
+	return applied;
+}
+
+int
+idem_api_key_create(PGconn *db, const char *name, char *secret,
+    size_t secretlen, int64_t *id)
+{
+	unsigned char	 h[32];
+	const char	*vals[2];
+	int		 lens[2] = { 0, 32 }, fmts[2] = { 0, 1 };
+	PGresult	*r;
+	int		 rc = -1;
+
+	/* "sk_" and 32 random bytes in hex. */
+	if (secretlen < 3 + 64 + 1)
+		return -1;
+	memcpy(secret, "sk_", 3);
+	if (idem_random_hex(secret + 3, 32) == -1)
+		return -1;
+	idem_sha256(secret, strlen(secret), h);
+	vals[0] = name;
+	vals[1] = (const char *)h;
+	r = PQexecParams(db, "INSERT INTO api_keys (name, secret_hash) "
+	    "VALUES ($1, $2) RETURNING id", 2, NULL, vals, lens, fmts, 0);
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+		*id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+		rc = 0;
+	}
+	PQclear(r);
+	if (rc == -1)
+		memset(secret, 0, secretlen);
+	return rc;
+}
+
+int
+idem_evict(PGconn *db, long batch, long max_batches, long *evicted)
+{
+	char		 lim[24];
+	const char	*vals[1] = { lim };
+	PGresult	*r;
+	long		 n, i;
+
+	*evicted = 0;
+	if (batch <= 0)
+		batch = 10000;
+	snprintf(lim, sizeof(lim), "%ld", batch);
+	/* Completed records only: in_progress ones belong to reclaim. */
+	for (i = 0; max_batches <= 0 || i < max_batches; i++) {
+		r = PQexecParams(db, "DELETE FROM idempotency_keys WHERE id IN"
+		    " (SELECT id FROM idempotency_keys"
+		    "  WHERE expires_at <= now() AND state = 'completed'"
+		    "  ORDER BY expires_at LIMIT $1::bigint"
+		    "  FOR UPDATE SKIP LOCKED)", 1, NULL, vals, NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			idem_log(IDEM_LOG_ERROR, "evict: %s",
+			    PQerrorMessage(db));
+			PQclear(r);
+			return -1;
+		}
+		n = strtol(PQcmdTuples(r), NULL, 10);
+		PQclear(r);
+		*evicted += n;
+		if (n < batch)
+			break;
+	}
+	return 0;
+}
+
+int
+idem_reclaim(PGconn *db, long lock_timeout_s, long *reclaimed)
+{
+	char		 t[24];
+	const char	*vals[1] = { t };
+	PGresult	*r;
+	int		 rc = -1;
+
+	*reclaimed = 0;
+	snprintf(t, sizeof(t), "%ld", lock_timeout_s);
+	/*
+	 * A stuck record that never passed a phase is released (deleted): a
+	 * retry executes afresh.  One past a recovery point is unlocked so the
+	 * next retry resumes there at once.
+	 */
+	r = PQexecParams(db, "WITH gone AS (DELETE FROM idempotency_keys"
+	    "  WHERE state = 'in_progress' AND recovery_point = 'started'"
+	    "  AND locked_at < now() - $1::bigint * interval '1 second'"
+	    "  RETURNING 1),"
+	    " freed AS (UPDATE idempotency_keys SET locked_at = NULL"
+	    "  WHERE state = 'in_progress' AND recovery_point <> 'started'"
+	    "  AND locked_at < now() - $1::bigint * interval '1 second'"
+	    "  RETURNING 1)"
+	    " SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM freed)",
+	    1, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+		*reclaimed = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+		rc = 0;
+	} else
+		idem_log(IDEM_LOG_ERROR, "reclaim: %s", PQerrorMessage(db));
+	PQclear(r);
+	return rc;
+}

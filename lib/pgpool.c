@@ -1,0 +1,216 @@
+/*
+ * pgpool.c - a fixed pool of libpq connections shared by all worker
+ * threads.  Acquiring waits a bounded time; every connection handed out is
+ * healthy and outside any transaction, and a broken one is re-established
+ * on the next acquire, so the pool recovers from a database restart.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "private.h"
+
+struct idem_pool {
+	pthread_mutex_t	 mu;
+	pthread_cond_t	 cv;
+	char		*conninfo;
+	unsigned	 size;
+	unsigned	 nbusy;
+	PGconn		**conns;
+	unsigned char	*busy;
+};
+
+PGconn *
+idem_db_connect(const char *conninfo, long long timeout_ms)
+{
+	const char	*kw[] = { "connect_timeout", "application_name",
+	    "dbname", NULL };
+	const char	*val[4];
+	char		 tmo[32];
+	long long	 s;
+
+	/* libpq's connect_timeout is whole seconds, at least 2. */
+	s = (timeout_ms + 999) / 1000;
+	snprintf(tmo, sizeof(tmo), "%lld", s < 2 ? 2 : s);
+	val[0] = tmo;
+	val[1] = "idem";
+	val[2] = conninfo;	/* NULL: libpq's PG* environment */
+	val[3] = NULL;
+	/* Later keywords win, so a connect_timeout in conninfo is kept. */
+	return PQconnectdbParams(kw, val, 1);
+}
+
+struct idem_pool *
+idem_pool_new(const char *conninfo, unsigned size)
+{
+	struct idem_pool	*p;
+	pthread_condattr_t	 ca;
+
+	if (size == 0 || (p = calloc(1, sizeof(*p))) == NULL)
+		return NULL;
+	p->size = size;
+	p->conns = calloc(size, sizeof(*p->conns));
+	p->busy = calloc(size, 1);
+	if (conninfo != NULL)
+		p->conninfo = strdup(conninfo);
+	if (p->conns == NULL || p->busy == NULL ||
+	    (conninfo != NULL && p->conninfo == NULL)) {
+		free(p->conns);
+		free(p->busy);
+		free(p->conninfo);
+		free(p);
+		return NULL;
+	}
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	return p;
+}
+
+/* Notice a connection the server closed while it sat idle in the pool. */
+static void
+pool_check(PGconn *db)
+{
+	struct pollfd	pfd;
+
+	if (PQstatus(db) != CONNECTION_OK)
+		return;
+	pfd.fd = PQsocket(db);
+	pfd.events = POLLIN;
+	if (pfd.fd >= 0 && poll(&pfd, 1, 0) > 0) {
+		PQconsumeInput(db);
+		while (PQisBusy(db) == 0) {
+			PGresult *r = PQgetResult(db);
+			if (r == NULL)
+				break;
+			PQclear(r);
+		}
+	}
+}
+
+PGconn *
+idem_pool_acquire(struct idem_pool *p, long long timeout_ms)
+{
+	struct timespec	 dl;
+	unsigned	 i;
+	PGconn		*db;
+
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (timeout_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&p->mu);
+	while (p->nbusy == p->size)
+		if (pthread_cond_timedwait(&p->cv, &p->mu, &dl) == ETIMEDOUT &&
+		    p->nbusy == p->size) {
+			pthread_mutex_unlock(&p->mu);
+			idem_log(IDEM_LOG_WARN, "pool: no connection free "
+			    "within %lld ms", timeout_ms);
+			return NULL;
+		}
+	/* Prefer a slot that is already connected. */
+	for (i = 0; i < p->size; i++)
+		if (!p->busy[i] && p->conns[i] != NULL)
+			break;
+	if (i == p->size)
+		for (i = 0; i < p->size; i++)
+			if (!p->busy[i])
+				break;
+	p->busy[i] = 1;
+	p->nbusy++;
+	pthread_mutex_unlock(&p->mu);
+
+	/* Connecting happens outside the lock: it can take a while. */
+	if (p->conns[i] == NULL)
+		p->conns[i] = idem_db_connect(p->conninfo, timeout_ms);
+	else {
+		pool_check(p->conns[i]);
+		if (PQstatus(p->conns[i]) != CONNECTION_OK)
+			PQreset(p->conns[i]);
+	}
+	db = p->conns[i];
+	if (db != NULL && PQstatus(db) == CONNECTION_OK &&
+	    PQtransactionStatus(db) == PQTRANS_IDLE)
+		return db;
+	idem_log(IDEM_LOG_ERROR, "pool: cannot connect: %s",
+	    db ? PQerrorMessage(db) : "out of memory");
+	pthread_mutex_lock(&p->mu);
+	p->busy[i] = 0;
+	p->nbusy--;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+void
+idem_pool_release(struct idem_pool *p, PGconn *db)
+{
+	unsigned	 i;
+	PGresult	*r;
+
+	if (db == NULL)
+		return;
+	if (PQstatus(db) == CONNECTION_OK) {
+		/* Drain anything a failed handler left unread. */
+		while ((r = PQgetResult(db)) != NULL)
+			PQclear(r);
+		if (PQpipelineStatus(db) != PQ_PIPELINE_OFF &&
+		    PQexitPipelineMode(db) == 0)
+			PQreset(db);
+		switch (PQtransactionStatus(db)) {
+		case PQTRANS_IDLE:
+			break;
+		case PQTRANS_INTRANS:
+		case PQTRANS_INERROR:
+			PQclear(PQexec(db, "ROLLBACK"));
+			break;
+		default:
+			PQreset(db);
+			break;
+		}
+	}
+	pthread_mutex_lock(&p->mu);
+	for (i = 0; i < p->size; i++)
+		if (p->conns[i] == db && p->busy[i]) {
+			p->busy[i] = 0;
+			p->nbusy--;
+			break;
+		}
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+void
+idem_pool_counts(struct idem_pool *p, unsigned *idle, unsigned *busy)
+{
+	pthread_mutex_lock(&p->mu);
+	*busy = p->nbusy;
+	*idle = p->size - p->nbusy;
+	pthread_mutex_unlock(&p->mu);
+}
+
+void
+idem_pool_free(struct idem_pool *p)
+{
+	unsigned	i;
+
+	if (p == NULL)
+		return;
+	for (i = 0; i < p->size; i++)
+		if (p->conns[i] != NULL)
+			PQfinish(p->conns[i]);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
+	free(p->conns);
+	free(p->busy);
+	free(p->conninfo);
+	free(p);
+}

@@ -1,0 +1,160 @@
+/*
+ * private.h - the structures behind idem_app and idem_req, and the
+ * functions that pass them between runtime, request and middleware.
+ */
+#ifndef IDEM_PRIVATE_H
+#define IDEM_PRIVATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <fcgiapp.h>
+
+#include "internal.h"
+
+/* --- pgpool.c ------------------------------------------------------------ */
+
+struct idem_pool;
+
+struct idem_pool *idem_pool_new(const char *conninfo, unsigned size);
+/* A healthy connection outside any transaction, or NULL after timeout_ms. */
+PGconn	*idem_pool_acquire(struct idem_pool *pool, long long timeout_ms);
+/* Give back; a connection left in a transaction is rolled back first. */
+void	 idem_pool_release(struct idem_pool *pool, PGconn *db);
+void	 idem_pool_counts(struct idem_pool *pool, unsigned *idle,
+	    unsigned *busy);
+void	 idem_pool_free(struct idem_pool *pool);
+/* Connect one standalone connection (idemctl). */
+PGconn	*idem_db_connect(const char *conninfo, long long timeout_ms);
+
+/* --- flight.c: several statements, one round trip ----------------------- */
+
+struct idem_q {
+	const char		*sql;
+	int			 n;
+	const char *const	*vals;
+	const int		*lens;	/* NULL: all text */
+	const int		*fmts;	/* NULL: all text */
+	int			 binary;	/* result format */
+	PGresult		*res;	/* filled; idem_flight_clear() */
+};
+
+/* Pipeline q[0..n-1] and a sync; 0 when every statement succeeded. */
+int	idem_flight(PGconn *db, struct idem_q *q, size_t n,
+	    unsigned *round_trips);
+void	idem_flight_clear(struct idem_q *q, size_t n);
+
+/* --- log.c --------------------------------------------------------------- */
+
+enum idem_log_level { IDEM_LOG_DEBUG, IDEM_LOG_INFO, IDEM_LOG_WARN,
+	IDEM_LOG_ERROR };
+
+void	idem_log_set_level(const char *name);
+/* One JSON object per line on stderr: {"time","level","msg",...}. */
+void	idem_log(enum idem_log_level lvl, const char *fmt, ...)
+	    __attribute__((format(printf, 2, 3)));
+/* The access log line of one request. */
+void	idem_log_request(const idem_req *req, long long duration_us);
+
+/* --- problem.c ----------------------------------------------------------- */
+
+const char *idem_problem_slug(enum idem_problem p);
+const char *idem_problem_title(enum idem_problem p);
+int	    idem_problem_status(enum idem_problem p);
+
+/* --- the application ----------------------------------------------------- */
+
+struct idem_app {
+	char			*name;
+	struct idem_cfg		 cfg;
+	struct idem_router	 router;
+	struct idem_pool	*pool;
+	atomic_int		 stopping;
+};
+
+/* Outcome of a request, for logs and metrics. */
+enum idem_outcome {
+	IDEM_OUT_NONE = 0,	/* not an idempotent route */
+	IDEM_OUT_CREATED,	/* executed and stored */
+	IDEM_OUT_REPLAYED,
+	IDEM_OUT_IN_FLIGHT,
+	IDEM_OUT_REUSED,
+	IDEM_OUT_REJECTED,	/* 4xx before the handler */
+	IDEM_OUT_ERROR,		/* 5xx */
+};
+
+#define IDEM_MAX_HEADERS	16
+
+struct idem_req {
+	idem_app		*app;
+	FCGX_Request		*fcgi;
+	const struct idem_route	*route;
+	struct idem_params	 params;
+
+	/* request */
+	char			 method[16];
+	char			*path;		/* owned */
+	char			*query;		/* owned, raw */
+	const char		*remote_addr;
+	char			*body;		/* owned, NUL-terminated */
+	size_t			 bodylen;
+	struct idem_buf		 canon;		/* JCS form of the body */
+	yajl_val		 json;
+	int64_t			 tenant;
+	unsigned char		 tenant_hash[32];	/* SHA-256 of secret */
+	char			 key[IDEM_KEY_MAX + 1];
+	int			 has_key;
+	unsigned char		 fingerprint[32];
+	char			 request_id[17];
+
+	/* database */
+	PGconn			*db;
+	int			 db_unavailable;
+	int			 in_txn;	/* db is inside our transaction */
+	int64_t			 record_id;	/* idempotency_keys.id */
+	char			 recovery_point[64];
+	int			 phased;
+	unsigned		 round_trips;
+	/* statements the handler deferred to the commit flight */
+	size_t			 ndefer;
+	struct idem_defer {
+		char		*sql;
+		int		 n;
+		char		**vals;
+	}			 defer[4];
+
+	/* response */
+	int			 status;
+	char			*ctype;
+	struct idem_buf		 resp;
+	size_t			 nheaders;
+	char			*hname[IDEM_MAX_HEADERS];
+	char			*hvalue[IDEM_MAX_HEADERS];
+	int			 replayed;
+	enum idem_outcome	 outcome;
+};
+
+/* request.c: read the FastCGI request into req, then answer it. */
+void	idem_request_handle(idem_app *app, FCGX_Request *fcgi);
+void	idem_resp_reset(idem_req *req);
+void	idem_defer_free(idem_req *req);
+int	idem_resp_has_header(const idem_req *req, const char *name);
+
+/* auth.c: resolve the Bearer secret to req->tenant; 0, or -1 (unauthorised)
+ * or -2 (database unavailable). */
+int	idem_auth(idem_req *req);
+/* SHA-256 of the Bearer secret into req->tenant_hash; -1 if unusable. */
+int	idem_bearer_hash(idem_req *req);
+void	idem_sha256(const void *p, size_t len, unsigned char out[32]);
+int	idem_random_hex(char *out, size_t nbytes);
+
+/* idempotency.c: run req's handler exactly once for its key. */
+void	idem_idempotent_run(idem_req *req);
+
+/* runtime.c */
+int	idem_runtime_run(idem_app *app, const char *listen_addr);
+
+/* janitor.c: called about once a second by the runtime's main thread. */
+void	idem_janitor_tick(idem_app *app);
+
+#endif /* IDEM_PRIVATE_H */

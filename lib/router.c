@@ -1,0 +1,293 @@
+/*
+ * router.c - maps METHOD and path to a registered route.  Matching is
+ * exact and segment-wise: no decoding, no normalisation, no prefix
+ * matches; a path that is odd in any way (empty or dot segments, bytes a
+ * parameter may not hold, too long) simply does not match, so a handler
+ * never sees such a parameter.
+ *
+ * A path "/a/b" has the segments "a" and "b"; "/" has one empty segment,
+ * "/a/" has "a" and "" and "/a//b" has "a", "" and "b".  Empty literal
+ * segments therefore match only where the pattern has them too.
+ *
+ * Parameter names must be C strings, but in the pattern they are followed
+ * by '/'.  So route->pattern is one allocation holding the pattern and,
+ * after its NUL, a second copy with every '/' turned into NUL; the names
+ * in struct idem_params point into that copy.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define PATH_MAX_LEN	2048
+#define SEGS_MAX	32
+#define METHOD_MAX	32
+
+struct span {
+	const char	*p;
+	size_t		 len;
+};
+
+static int
+is_param_char(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '~' ||
+	    c == '-';
+}
+
+static int
+is_name_char(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	    (c >= '0' && c <= '9') || c == '_';
+}
+
+static int
+is_dots(const char *s, size_t len)
+{
+	return (len == 1 && s[0] == '.') ||
+	    (len == 2 && s[0] == '.' && s[1] == '.');
+}
+
+/*
+ * A pattern must be one that some path can match: it starts with '/',
+ * has at most SEGS_MAX segments and IDEM_MAX_PARAMS distinct ":name"s,
+ * and no "." or ".." segment.
+ */
+static int
+pattern_ok(const char *pat)
+{
+	const char	*s, *e, *names[IDEM_MAX_PARAMS];
+	size_t		 len[IDEM_MAX_PARAMS], nseg = 0, np = 0, i, n;
+
+	if (pat[0] != '/' || strlen(pat) > PATH_MAX_LEN)
+		return 0;
+	for (s = pat + 1;; s = e + 1) {
+		e = strchr(s, '/');
+		n = e != NULL ? (size_t)(e - s) : strlen(s);
+		if (++nseg > SEGS_MAX || is_dots(s, n))
+			return 0;
+		if (s[0] == ':') {
+			if (n == 1 || np == IDEM_MAX_PARAMS)
+				return 0;
+			for (i = 1; i < n; i++)
+				if (!is_name_char(s[i]))
+					return 0;
+			for (i = 0; i < np; i++)
+				if (len[i] == n - 1 &&
+				    memcmp(names[i], s + 1, n - 1) == 0)
+					return 0;
+			names[np] = s + 1;
+			len[np++] = n - 1;
+		}
+		if (e == NULL)
+			return 1;
+	}
+}
+
+int
+idem_router_add(struct idem_router *r, const char *method,
+    const char *pattern, unsigned flags, idem_handler_fn fn, void *arg)
+{
+	struct idem_route	*routes, *rt;
+	size_t			 i, len;
+	char			*pat, *m;
+
+	if (r == NULL || method == NULL || pattern == NULL || fn == NULL)
+		return -1;
+	len = strlen(method);
+	if (len == 0 || len > METHOD_MAX)
+		return -1;
+	for (i = 0; i < len; i++)
+		if (method[i] < 'A' || method[i] > 'Z')
+			return -1;
+	if (!pattern_ok(pattern))
+		return -1;
+	/* The same method and pattern twice is a mistake: one is dead. */
+	for (i = 0; i < r->nroutes; i++)
+		if (strcmp(r->routes[i].method, method) == 0 &&
+		    strcmp(r->routes[i].pattern, pattern) == 0)
+			return -1;
+
+	len = strlen(pattern);
+	if ((pat = malloc(2 * (len + 1))) == NULL)
+		return -1;
+	memcpy(pat, pattern, len + 1);
+	memcpy(pat + len + 1, pattern, len + 1);
+	for (i = len + 1; i < 2 * (len + 1); i++)
+		if (pat[i] == '/')
+			pat[i] = '\0';
+	if ((m = strdup(method)) == NULL) {
+		free(pat);
+		return -1;
+	}
+	/* Routes are registered once at start-up: growing by one is fine. */
+	routes = realloc(r->routes, (r->nroutes + 1) * sizeof(*routes));
+	if (routes == NULL) {
+		free(m);
+		free(pat);
+		return -1;
+	}
+	r->routes = routes;
+	rt = &r->routes[r->nroutes++];
+	rt->method = m;
+	rt->pattern = pat;
+	rt->flags = flags;
+	rt->fn = fn;
+	rt->arg = arg;
+	return 0;
+}
+
+/*
+ * Match path (after its leading '/') segment by segment against route rt;
+ * vals gets the spans of its parameters, *np their number.
+ */
+static int
+route_match(const struct idem_route *rt, const char *path, size_t *np,
+    struct span *vals)
+{
+	const char	*p = rt->pattern + 1, *pe, *s = path, *se;
+	size_t		 pn, sn, i;
+
+	*np = 0;
+	for (;;) {
+		pe = strchr(p, '/');
+		pn = pe != NULL ? (size_t)(pe - p) : strlen(p);
+		se = strchr(s, '/');
+		sn = se != NULL ? (size_t)(se - s) : strlen(s);
+		if (p[0] == ':') {
+			if (sn == 0 || is_dots(s, sn))
+				return 0;
+			for (i = 0; i < sn; i++)
+				if (!is_param_char(s[i]))
+					return 0;
+			vals[*np].p = s;
+			vals[(*np)++].len = sn;
+		} else if (pn != sn || memcmp(p, s, sn) != 0)
+			return 0;
+		if (pe == NULL || se == NULL)
+			return pe == NULL && se == NULL;
+		p = pe + 1;
+		s = se + 1;
+	}
+}
+
+/* Append ", m" (or "m" first) if it fits whole and is not there yet. */
+static void
+allow_add(char *allow, size_t allowlen, const char *m)
+{
+	size_t	 used, mlen = strlen(m), i, n;
+	char	*a;
+
+	for (a = allow;;) {
+		n = strcspn(a, ",");
+		if (n == mlen && memcmp(a, m, n) == 0)
+			return;
+		if (a[n] == '\0')
+			break;
+		a += n + 2;
+	}
+	used = strlen(allow);
+	n = used > 0 ? 2 : 0;
+	if (used + n + mlen >= allowlen)
+		return;
+	for (i = 0; i < n; i++)
+		allow[used + i] = i == 0 ? ',' : ' ';
+	memcpy(allow + used + n, m, mlen + 1);
+}
+
+enum idem_match
+idem_router_match(const struct idem_router *r, const char *method,
+    const char *path, const struct idem_route **route,
+    struct idem_params *params, char *allow, size_t allowlen)
+{
+	struct span	 vals[IDEM_MAX_PARAMS];
+	const char	*pe, *s;
+	size_t		 i, j, k, np, nseg, len;
+	int		 path_known = 0;
+
+	if (route != NULL)
+		*route = NULL;
+	if (params != NULL)
+		memset(params, 0, sizeof(*params));
+	if (allow != NULL && allowlen > 0)
+		allow[0] = '\0';
+	if (r == NULL || method == NULL || path == NULL || path[0] != '/')
+		return IDEM_MATCH_NOT_FOUND;
+	if (strnlen(path, PATH_MAX_LEN + 1) > PATH_MAX_LEN)
+		return IDEM_MATCH_NOT_FOUND;
+	for (nseg = 1, s = path + 1; (s = strchr(s, '/')) != NULL; s++)
+		if (++nseg > SEGS_MAX)
+			return IDEM_MATCH_NOT_FOUND;
+
+	for (i = 0; i < r->nroutes; i++) {
+		if (!route_match(&r->routes[i], path + 1, &np, vals))
+			continue;
+		if (strcmp(r->routes[i].method, method) != 0) {
+			path_known = 1;
+			if (allow != NULL && allowlen > 0)
+				allow_add(allow, allowlen,
+				    r->routes[i].method);
+			continue;
+		}
+		if (params != NULL) {
+			/* Names: the NUL-separated copy after the pattern. */
+			len = strlen(r->routes[i].pattern);
+			pe = r->routes[i].pattern + len + 1;
+			for (j = 0, k = 0; j < len; j++)
+				if (pe[j] == ':' && (j == 0 || pe[j - 1] == '\0'))
+					params->name[k++] = pe + j + 1;
+			for (j = 0; j < np; j++) {
+				params->value[j] = strndup(vals[j].p,
+				    vals[j].len);
+				if (params->value[j] == NULL) {
+					/*
+					 * No way to say "out of memory":
+					 * refuse rather than run the handler
+					 * without its parameters.
+					 */
+					idem_params_free(params);
+					if (allow != NULL && allowlen > 0)
+						allow[0] = '\0';
+					return IDEM_MATCH_NOT_FOUND;
+				}
+				params->n = j + 1;
+			}
+		}
+		if (allow != NULL && allowlen > 0)
+			allow[0] = '\0';
+		if (route != NULL)
+			*route = &r->routes[i];
+		return IDEM_MATCH_OK;
+	}
+	return path_known ? IDEM_MATCH_METHOD : IDEM_MATCH_NOT_FOUND;
+}
+
+void
+idem_params_free(struct idem_params *p)
+{
+	size_t	 i;
+
+	if (p == NULL)
+		return;
+	for (i = 0; i < IDEM_MAX_PARAMS; i++)
+		free(p->value[i]);
+	memset(p, 0, sizeof(*p));
+}
+
+void
+idem_router_free(struct idem_router *r)
+{
+	size_t	 i;
+
+	if (r == NULL)
+		return;
+	for (i = 0; i < r->nroutes; i++) {
+		free(r->routes[i].method);
+		free(r->routes[i].pattern);
+	}
+	free(r->routes);
+	r->routes = NULL;
+	r->nroutes = 0;
+}

@@ -1,0 +1,281 @@
+"""harness.py - the small test framework of the integration suite.
+
+A scenario module registers checks with @check("name"); run.py runs them in
+order against one server fixture and prints TAP:
+
+    ok 1 - [lighttpd] replay is byte-identical
+    not ok 2 - [lighttpd] ...
+    #   diagnostics
+    ok 3 - [lighttpd] ... # SKIP reason
+    1..3
+
+Each check is one test.  A check fails by raising Failed (t.fail / t.expect*),
+is skipped by raising Skipped (t.skip), and passes by returning.  Any other
+exception is a failure too, with its traceback as diagnostics.
+
+Standard library only.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+from httpc import Response  # noqa: F401  (re-exported for scenarios)
+
+CHECKS = []
+
+
+class Failed(Exception):
+    pass
+
+
+class Skipped(Exception):
+    pass
+
+
+def check(name, needs=()):
+    """Register fn(t) as a check.  needs: capabilities (see Env.has)."""
+    def deco(fn):
+        CHECKS.append((name, fn, tuple(needs)))
+        return fn
+    return deco
+
+
+def q(value):
+    """A SQL string literal (standard_conforming_strings is on)."""
+    s = str(value)
+    if "\x00" in s:
+        raise ValueError("NUL in SQL literal")
+    return "'" + s.replace("'", "''") + "'"
+
+
+class DB:
+    """psql against the private cluster (conninfo string)."""
+
+    def __init__(self, conninfo):
+        self.conninfo = conninfo
+
+    def run(self, sql):
+        p = subprocess.run(
+            ["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
+             "-d", self.conninfo, "-f", "-"],
+            input=sql.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            timeout=60)
+        if p.returncode != 0:
+            raise Failed("psql failed: %s\n  sql: %s"
+                         % (p.stderr.decode(errors="replace").strip(), sql))
+        return p.stdout.decode()
+
+    def scalar(self, sql):
+        out = self.run(sql)
+        return out[:-1] if out.endswith("\n") else out
+
+    def int(self, sql):
+        return int(self.scalar(sql))
+
+    def rows(self, sql):
+        """Rows of a SELECT as a list of dicts (through json_agg)."""
+        out = self.scalar("select coalesce(json_agg(x), '[]') from (%s) x"
+                          % sql)
+        return json.loads(out)
+
+    def counts(self):
+        """Row counts of the tables a rejected request must not touch."""
+        r = self.rows("select (select count(*) from idempotency_keys) k, "
+                      "(select count(*) from payments) p, "
+                      "(select count(*) from refunds) r")[0]
+        return {"idempotency_keys": r["k"], "payments": r["p"],
+                "refunds": r["r"]}
+
+
+class T:
+    """What a check gets: the environment plus assertion helpers."""
+
+    def __init__(self, env, name):
+        self.env = env
+        self.name = name
+        self.suffix = ""
+        self.notes = []
+        self.last = None        # last Response, shown on failure
+
+    def __getattr__(self, attr):
+        # Convenience: t.post(...) is t.env.post(...), and remembers the
+        # response for diagnostics.
+        fn = getattr(self.env, attr)
+        if attr in ("request", "post", "get", "raw", "fcgi"):
+            def wrapped(*a, **kw):
+                r = fn(*a, **kw)
+                self.last = r
+                return r
+            return wrapped
+        return fn
+
+    # --- outcome ---------------------------------------------------------
+    def fail(self, msg):
+        raise Failed(msg)
+
+    def skip(self, reason):
+        raise Skipped(reason)
+
+    def note(self, msg):
+        self.notes.append(msg)
+
+    def answered_by(self, who):
+        """Say in the test name which component produced the response."""
+        self.suffix = " (answered by %s)" % who
+
+    # --- assertions ------------------------------------------------------
+    def expect(self, cond, what):
+        if not cond:
+            raise Failed(what)
+
+    def expect_eq(self, got, want, what):
+        if got != want:
+            raise Failed("%s: expected %r, got %r" % (what, want, got))
+
+    def expect_status(self, r, want):
+        wants = want if isinstance(want, (tuple, list, set)) else (want,)
+        if r.status not in wants:
+            raise Failed("expected HTTP %s, got %s"
+                         % ("/".join(map(str, wants)), r.status))
+
+    def expect_problem(self, r, status, slug, detail_has=None):
+        """r is an application/problem+json response of this status/type."""
+        self.last = r
+        slugs = slug if isinstance(slug, (tuple, list)) else (slug,)
+        self.expect_status(r, status)
+        ct = (r.header("Content-Type") or "").split(";")[0].strip().lower()
+        self.expect_eq(ct, "application/problem+json", "Content-Type")
+        doc = r.json_or_fail()
+        self.expect(isinstance(doc, dict), "problem body is not an object")
+        for m in ("type", "title", "status", "detail"):
+            self.expect(m in doc, "problem body has no %r member" % m)
+        for m in ("type", "title", "detail"):
+            self.expect(isinstance(doc[m], str),
+                        "problem member %r is not a string" % m)
+        self.expect(type(doc["status"]) is int,
+                    "problem member 'status' is not an integer")
+        self.expect_eq(doc["status"], r.status,
+                       "problem 'status' member vs HTTP status")
+        self.expect(any(doc["type"].endswith(s) and
+                        (len(doc["type"]) == len(s) or
+                         doc["type"][-len(s) - 1] in "/:#")
+                        for s in slugs),
+                    "problem type %r does not end in %s"
+                    % (doc["type"], " or ".join(slugs)))
+        self.expect(":" in doc["type"] or doc["type"].startswith("/"),
+                    "problem type %r is not a URI" % doc["type"])
+        if detail_has is not None:
+            self.expect(detail_has in doc["detail"],
+                        "problem detail %r does not name %r"
+                        % (doc["detail"], detail_has))
+        return doc
+
+    def expect_counts_unchanged(self, before, what="row counts"):
+        after = self.env.db.counts()
+        if after != before:
+            raise Failed("%s changed: before %r, after %r"
+                         % (what, before, after))
+
+    def expect_not_replayed(self, r):
+        v = r.header("Idempotent-Replayed")
+        self.expect(v is None or v.strip().lower() != "true",
+                    "first execution carries Idempotent-Replayed: %r" % v)
+
+    def expect_replay_of(self, r, first):
+        """r replays first: same status, type, Location, body bytes."""
+        self.last = r
+        self.expect_eq(r.status, first.status, "replayed status")
+        self.expect_eq((r.header("Idempotent-Replayed") or "").strip().lower(),
+                       "true", "Idempotent-Replayed header")
+        self.expect_eq(r.header("Content-Type"), first.header("Content-Type"),
+                       "replayed Content-Type")
+        self.expect_eq(r.header("Location"), first.header("Location"),
+                       "replayed Location")
+        if r.body != first.body:
+            raise Failed("replayed body differs:\n  first:  %r\n  replay: %r"
+                         % (first.body[:400], r.body[:400]))
+
+
+def run_checks(env, only=None, out=sys.stdout):
+    """Run registered checks; print TAP; return (passed, failed, skipped)."""
+    n = 0
+    passed = failed = skipped = 0
+    for name, fn, needs in CHECKS:
+        if only and not any(o in name for o in only):
+            continue
+        n += 1
+        t = T(env, name)
+        status, reason, diag = "ok", None, []
+        started = time.monotonic()
+        try:
+            missing = [c for c in needs if not env.has(c)]
+            if missing:
+                raise Skipped(env.why_not(missing[0]))
+            fn(t)
+        except Skipped as e:
+            status, reason = "skip", str(e)
+        except Failed as e:
+            status = "not ok"
+            diag.append(str(e))
+        except Exception:
+            status = "not ok"
+            diag.append(traceback.format_exc().rstrip())
+        elapsed = time.monotonic() - started
+        label = "[%s] %s%s" % (env.fixture, t.name, t.suffix)
+        if status == "ok":
+            passed += 1
+            line = "ok %d - %s" % (n, label)
+        elif status == "skip":
+            skipped += 1
+            line = "ok %d - %s # SKIP %s" % (n, label, reason)
+        else:
+            failed += 1
+            line = "not ok %d - %s" % (n, label)
+            if t.last is not None:
+                diag.append("last response: " + t.last.describe())
+        if t.notes:
+            diag.extend(t.notes)
+        if elapsed > 5:
+            diag.append("took %.1fs" % elapsed)
+        out.write(line + "\n")
+        for d in diag:
+            for ln in d.splitlines():
+                out.write("#   " + ln + "\n")
+        out.flush()
+    out.write("1..%d\n" % n)
+    out.flush()
+    return passed, failed, skipped
+
+
+def app_pids(root_pids):
+    """pids of payments.fcgi processes among root_pids and descendants."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+            ppid = int(st[st.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    found, todo = set(), list(root_pids)
+    seen = set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            exe = os.path.basename(os.readlink("/proc/%d/exe" % pid))
+        except OSError:
+            exe = ""
+        if "payments.fcgi" in exe:
+            found.add(pid)
+        todo.extend(children.get(pid, ()))
+    return found

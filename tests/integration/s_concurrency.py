@@ -1,0 +1,122 @@
+"""s_concurrency.py - many requests at once."""
+
+import threading
+
+from harness import check, q
+
+PAY = "/v1/payments"
+
+
+def _together(n, fn):
+    """Run fn(i) in n threads released by one barrier; results by index
+    (an exception object where one raised)."""
+    barrier = threading.Barrier(n)
+    out = [None] * n
+
+    def run(i):
+        try:
+            barrier.wait(30)
+            out[i] = fn(i)
+        except Exception as e:
+            out[i] = e
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    return out
+
+
+@check("64 concurrent identical requests -> one payment, one fresh 201, "
+       "the rest 409 in-flight or identical replays")
+def _(t):
+    k = t.new_key("burst")
+    desc = "burst " + t.run_id
+    body = t.payment_body(description=desc)
+    rs = _together(64, lambda i: t.env.post(PAY, body, key=k, timeout=60))
+    errors = [r for r in rs if isinstance(r, Exception)]
+    t.expect(not errors, "%d requests failed, e.g. %r"
+             % (len(errors), errors[:1]))
+    fresh = [r for r in rs if r.status == 201 and not r.replayed]
+    replays = [r for r in rs if r.status == 201 and r.replayed]
+    busy = [r for r in rs if r.status == 409]
+    other = [r for r in rs if r.status not in (201, 409)]
+    t.note("fresh %d, replayed %d, 409 %d, other %d"
+           % (len(fresh), len(replays), len(busy), len(other)))
+    t.expect(not other, "unexpected answers: %s"
+             % "; ".join(r.describe()[:200] for r in other[:3]))
+    t.expect_eq(len(fresh), 1, "non-replayed 201s")
+    for r in replays:
+        t.expect_replay_of(r, fresh[0])
+    for r in busy:
+        t.expect_problem(r, 409, "idempotency-key-in-flight")
+        t.expect_eq((r.header("Retry-After") or "").strip(), "1",
+                    "Retry-After")
+    t.expect_eq(t.db.int("select count(*) from payments where api_key_id = "
+                         "%d and description = %s" % (t.a.id, q(desc))), 1,
+                "payments rows")
+    t.expect_eq(len(t.key_rows(t.a, k)), 1, "idempotency_keys rows")
+    t.notes.clear()
+
+
+@check("concurrent refunds with different keys never exceed the amount")
+def _(t):
+    p, _ = t.create_payment(amount=1000)
+    pid = p["id"]
+    path = PAY + "/" + pid + "/refunds"
+    keys = [t.new_key("cref") for _ in range(16)]
+    rs = _together(16, lambda i: t.env.post(path, {"amount": 100},
+                                            key=keys[i], timeout=60))
+    errors = [r for r in rs if isinstance(r, Exception)]
+    t.expect(not errors, "%d requests failed, e.g. %r"
+             % (len(errors), errors[:1]))
+    ok = [r for r in rs if r.status == 201]
+    rejected = [r for r in rs if r.status == 400]
+    other = [r for r in rs if r.status not in (201, 400)]
+    t.expect(not other, "unexpected answers: %s"
+             % "; ".join(r.describe()[:200] for r in other[:3]))
+    for r in rejected:
+        t.expect_problem(r, 400, "validation-error")
+    row = t.payment_row(pid)
+    total = t.db.int("select coalesce(sum(amount), 0) from refunds where "
+                     "payment_id = %s" % q(pid))
+    nrows = t.db.int("select count(*) from refunds where payment_id = %s"
+                     % q(pid))
+    t.expect(row["amount_refunded"] <= row["amount"],
+             "amount_refunded %d exceeds amount %d"
+             % (row["amount_refunded"], row["amount"]))
+    t.expect_eq(total, row["amount_refunded"],
+                "sum of refunds rows vs amount_refunded")
+    t.expect_eq(nrows, len(ok), "refunds rows vs 201 answers")
+    t.expect_eq(len(ok), 10, "201 answers (1000 / 100)")
+    t.expect_eq(row["amount_refunded"], 1000, "amount_refunded")
+
+
+@check("concurrent refunds with uneven amounts never exceed the amount")
+def _(t):
+    p, _ = t.create_payment(amount=1000)
+    pid = p["id"]
+    path = PAY + "/" + pid + "/refunds"
+    amounts = [170, 230, 90, 310, 150, 260, 40, 120, 330, 70, 210, 180]
+    keys = [t.new_key("uref") for _ in amounts]
+    rs = _together(len(amounts), lambda i: t.env.post(
+        path, {"amount": amounts[i]}, key=keys[i], timeout=60))
+    t.expect(not [r for r in rs if isinstance(r, Exception)],
+             "some requests failed")
+    t.expect(all(r.status in (201, 400) for r in rs),
+             "statuses %s" % sorted(r.status for r in rs))
+    ok_sum = sum(amounts[i] for i, r in enumerate(rs) if r.status == 201)
+    row = t.payment_row(pid)
+    total = t.db.int("select coalesce(sum(amount), 0) from refunds where "
+                     "payment_id = %s" % q(pid))
+    t.expect(row["amount_refunded"] <= 1000, "amount_refunded %d > 1000"
+             % row["amount_refunded"])
+    t.expect_eq(total, row["amount_refunded"],
+                "sum of refunds rows vs amount_refunded")
+    t.expect_eq(ok_sum, total, "sum of 201 amounts vs refunds rows")
+    # every rejected one really did not fit at the end
+    for i, r in enumerate(rs):
+        if r.status == 400:
+            t.expect(amounts[i] > 1000 - row["amount_refunded"],
+                     "refund of %d rejected although %d remained"
+                     % (amounts[i], 1000 - row["amount_refunded"]))

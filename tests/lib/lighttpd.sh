@@ -1,0 +1,58 @@
+# tests/lib/lighttpd.sh - lighttpd in the foreground, spawning a FastCGI app.
+#
+#   lighttpd_write_conf CONF DIR PORT APP ARGS...
+#       write a lighttpd config: listen on 127.0.0.1:PORT, everything ("/")
+#       to the FastCGI app APP (started by lighttpd through "bin-path", with
+#       ARGS), its socket and all temporary files inside DIR.
+#       Sets LIGHTTPD_SOCKET (the path the spawned process listens on).
+#   lighttpd_start CONF LOG    start "lighttpd -D -f CONF" in the background;
+#                              sets LIGHTTPD_PID.  stdout/stderr go to LOG.
+#   lighttpd_stop              stop it (and with it the spawned app).
+#
+# Requires tests/lib/common.sh.
+
+LIGHTTPD_PID=
+
+lighttpd_write_conf() {
+	local conf=$1 dir=$2 port=$3; shift 3
+	local binpath="$*"
+	mkdir -p "$dir/www" "$dir/upload"
+	# lighttpd names the socket of process N "<socket>-N".
+	LIGHTTPD_SOCKET=$dir/app.sock-0
+	cat >"$conf" <<EOF
+# generated for one run; see conf/lighttpd.conf for a commented sample
+server.modules       = ( "mod_fastcgi" )
+server.bind          = "127.0.0.1"
+server.port          = $port
+server.document-root = "$dir/www"
+server.errorlog      = "$dir/lighttpd-error.log"
+server.upload-dirs   = ( "$dir/upload" )
+# KiB; above the app's max_body so that the app answers 413 itself
+server.max-request-size = 8192
+server.max-connections  = 1024
+
+fastcgi.server = ( "/" => ((
+	"bin-path"    => "$binpath",
+	"socket"      => "$dir/app.sock",
+	"check-local" => "disable",
+	"max-procs"   => 1,
+	"fix-root-scriptname" => "enable",
+)))
+EOF
+}
+
+lighttpd_start() {
+	local conf=$1 log=$2 bin
+	bin=$(command -v lighttpd || echo /usr/sbin/lighttpd)
+	[ -x "$bin" ] || { idem_say "lighttpd not found"; return 1; }
+	"$bin" -tt -f "$conf" >"$log" 2>&1 || {
+		idem_say "lighttpd rejects its config"; idem_tail "$log"; return 1; }
+	"$bin" -D -f "$conf" >>"$log" 2>&1 &
+	LIGHTTPD_PID=$!
+}
+
+lighttpd_stop() {
+	[ -n "$LIGHTTPD_PID" ] || return 0
+	idem_stop_pid "$LIGHTTPD_PID" lighttpd
+	LIGHTTPD_PID=
+}

@@ -1,0 +1,103 @@
+# tests/lib/tap.sh - count TAP results for tests/run.
+#
+#   tap_pass NAME                 one passed test (printed "ok - NAME")
+#   tap_fail NAME [DIAG]          one failed test (printed "not ok - NAME")
+#   tap_skip NAME REASON          one skipped test, with its reason
+#   tap_consume LABEL RC [quiet]  read TAP on stdin (a program's output and
+#                                 its exit status RC): each "ok"/"not ok"
+#                                 line is one test; "# SKIP" is a skip and
+#                                 "not ok ... # TODO" too.  A missing or
+#                                 wrong plan, or RC != 0 without a failing
+#                                 test, is one more failure.  Lines are
+#                                 echoed prefixed by LABEL unless quiet.
+#   tap_summary                   list the failures and the skips
+#   tap_closing_line              "N passed, N failed, N skipped"
+#
+# TAP_PASSED, TAP_FAILED, TAP_SKIPPED hold the counts.
+
+TAP_PASSED=0 TAP_FAILED=0 TAP_SKIPPED=0
+TAP_FAILS=() TAP_SKIPS=()
+
+tap_pass() {
+	TAP_PASSED=$((TAP_PASSED + 1))
+	printf 'ok - %s\n' "$1"
+}
+
+tap_fail() {
+	TAP_FAILED=$((TAP_FAILED + 1))
+	TAP_FAILS+=("$1")
+	printf 'not ok - %s\n' "$1"
+	[ $# -ge 2 ] && [ -n "$2" ] && printf '%s\n' "$2" | sed 's/^/#   /'
+	return 0
+}
+
+tap_skip() {
+	TAP_SKIPPED=$((TAP_SKIPPED + 1))
+	TAP_SKIPS+=("$1: $2")
+	printf 'ok - %s # SKIP %s\n' "$1" "$2"
+}
+
+tap_consume() {
+	local label=$1 rc=$2 quiet=${3:-} line plan= n=0 f=0 desc reason
+	local re_ok='^ok([[:space:]]|$)' re_nok='^not ok([[:space:]]|$)'
+	local re_skip='#[[:space:]]*[Ss][Kk][Ii][Pp]([[:space:]]|$)(.*)'
+	local re_todo='#[[:space:]]*[Tt][Oo][Dd][Oo]([[:space:]]|$)(.*)'
+	while IFS= read -r line; do
+		[ -z "$quiet" ] && printf '%s: %s\n' "$label" "$line"
+		desc=${line#ok}; desc=${desc#not ok}
+		desc=${desc#"${desc%%[![:space:]0-9]*}"}; desc=${desc#- }
+		desc=${desc%%#*}; desc=${desc%"${desc##*[![:space:]]}"}
+		if [[ $line =~ $re_nok ]]; then
+			n=$((n + 1))
+			if [[ $line =~ $re_todo ]]; then
+				reason=${BASH_REMATCH[2]}
+				TAP_SKIPPED=$((TAP_SKIPPED + 1))
+				TAP_SKIPS+=("$label: $desc: TODO ${reason}")
+			else
+				f=$((f + 1))
+				TAP_FAILED=$((TAP_FAILED + 1))
+				TAP_FAILS+=("$label: $desc")
+			fi
+		elif [[ $line =~ $re_ok ]]; then
+			n=$((n + 1))
+			if [[ $line =~ $re_skip ]]; then
+				reason=${BASH_REMATCH[2]}
+				TAP_SKIPPED=$((TAP_SKIPPED + 1))
+				TAP_SKIPS+=("$label: $desc: ${reason:-no reason given}")
+			else
+				TAP_PASSED=$((TAP_PASSED + 1))
+			fi
+		elif [[ $line =~ ^1\.\.([0-9]+) ]]; then
+			plan=${BASH_REMATCH[1]}
+			if [ "$plan" = 0 ] && [[ $line =~ $re_skip ]]; then
+				reason=${BASH_REMATCH[2]}
+				TAP_SKIPPED=$((TAP_SKIPPED + 1))
+				TAP_SKIPS+=("$label: all: ${reason:-no reason given}")
+			fi
+		fi
+	done
+	if [ -z "$plan" ]; then
+		tap_fail "$label: no TAP plan (1..N): it died or was cut short (exit $rc)"
+	elif [ "$plan" != "$n" ]; then
+		tap_fail "$label: planned $plan tests, saw $n (exit $rc)"
+	elif [ "$rc" != 0 ] && [ "$f" = 0 ]; then
+		tap_fail "$label: exit status $rc without a failing test"
+	fi
+	return 0
+}
+
+tap_summary() {
+	local x
+	if [ ${#TAP_SKIPS[@]} -gt 0 ]; then
+		echo "# skipped (${#TAP_SKIPS[@]}):"
+		for x in "${TAP_SKIPS[@]}"; do echo "#   SKIP $x"; done
+	fi
+	if [ ${#TAP_FAILS[@]} -gt 0 ]; then
+		echo "# failed (${#TAP_FAILS[@]}):"
+		for x in "${TAP_FAILS[@]}"; do echo "#   FAIL $x"; done
+	fi
+}
+
+tap_closing_line() {
+	echo "$TAP_PASSED passed, $TAP_FAILED failed, $TAP_SKIPPED skipped"
+}

@@ -1,0 +1,667 @@
+/*
+ * test_config.c - unit tests for config.c: the INI parser, durations,
+ * sizes, route TTLs, application keys and idem_cfg_load().
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "tap.h"
+
+#define NAME	"t.ini"
+
+static struct idem_cfg	 cfg;
+static char		 err[512];
+
+static void
+fresh(void)
+{
+	idem_cfg_free(&cfg);
+	idem_cfg_init(&cfg);
+	idem_cfg_allow(&cfg, "payments", "acquirer_url");
+	idem_cfg_allow(&cfg, "payments", "currency");
+}
+
+/* Parse exactly len bytes from a heap copy, so ASan sees any overread. */
+static int
+parse_n(const char *text, size_t len)
+{
+	char	*copy;
+	int	 rc;
+
+	fresh();
+	if ((copy = malloc(len ? len : 1)) == NULL)
+		return -2;
+	memcpy(copy, text, len);
+	memset(err, 'X', sizeof(err) - 1);
+	err[sizeof(err) - 1] = '\0';
+	rc = idem_cfg_parse(&cfg, NAME, copy, len, err, sizeof(err));
+	free(copy);
+	return rc;
+}
+
+static int
+parse(const char *text)
+{
+	return parse_n(text, strlen(text));
+}
+
+static int
+has_prefix(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* text must fail with err starting "t.ini:LINE: " and containing what. */
+#define BAD_N(text, len, line, what) do {				\
+	int r_ = parse_n(text, len);					\
+	TAP_OK(r_ == -1, "reject %s", #text);				\
+	TAP_OK(has_prefix(err, NAME ":" #line ": ") &&			\
+	    strstr(err, what) != NULL, "  error at line %d: %s", line, err); \
+} while (0)
+#define BAD(text, line, what)	BAD_N(text, strlen(text), line, what)
+
+#define GOOD(text) do {							\
+	int r_ = parse(text);						\
+	TAP_OK(r_ == 0 && err[0] == '\0', "accept %s%s%s", #text,	\
+	    r_ ? " -- " : "", r_ ? err : "");				\
+} while (0)
+
+static const char full[] =
+    "# comment lines start with # or ;\n"
+    "; another comment\n"
+    "[server]\n"
+    "threads = 16            ; 1..256\n"
+    "max_body = 2MiB        ; size, 1 .. 64MiB\n"
+    "request_timeout = 45s\n"
+    "listen = 127.0.0.1:9000   ; or a unix socket path (string)\n"
+    "log_level = debug       ; debug|info|warn|error\n"
+    "[database]\n"
+    "conninfo = host=/run/postgresql dbname=payments   ; rest of line\n"
+    "pool_size = 12\n"
+    "acquire_timeout = 1500ms\n"
+    "[idempotency]\n"
+    "ttl = 48h\n"
+    "lock_timeout = 10m\n"
+    "evict_interval = 1m\n"
+    "evict_batch = 500\n"
+    "[metrics]\n"
+    "allow = 127.0.0.1, ::1     ; addresses\n"
+    "[route \"POST /v1/payments\"]\n"
+    "ttl = 7d\n"
+    "[route \"GET /v1/payments/:id\"]\n"
+    "ttl = 1h\n"
+    "[payments]             ; application section\n"
+    "acquirer_url = http://127.0.0.1:9100\n";
+
+static void
+test_defaults(void)
+{
+	idem_cfg_free(&cfg);
+	idem_cfg_init(&cfg);
+	TAP_OK(cfg.threads == 8, "default threads 8");
+	TAP_OK(cfg.max_body == 1048576, "default max_body 1 MiB");
+	TAP_OK(cfg.request_timeout_ms == 30000, "default request_timeout 30s");
+	TAP_OK(cfg.listen == NULL, "default listen NULL");
+	TAP_STREQ(cfg.log_level, "info", "default log_level info");
+	TAP_OK(cfg.conninfo == NULL, "default conninfo NULL");
+	TAP_OK(cfg.pool_size == 0, "default pool_size 0");
+	TAP_OK(cfg.acquire_timeout_ms == 2000, "default acquire_timeout 2s");
+	TAP_OK(cfg.ttl_ms == 86400000LL, "default ttl 24h");
+	TAP_OK(cfg.lock_timeout_ms == 300000, "default lock_timeout 5m");
+	TAP_OK(cfg.evict_interval_ms == 300000, "default evict_interval 5m");
+	TAP_OK(cfg.evict_batch == 10000, "default evict_batch 10000");
+	TAP_STREQ(cfg.metrics_allow, "127.0.0.1", "default metrics allow");
+	TAP_OK(cfg.routes == NULL && cfg.app == NULL, "no routes, no app keys");
+
+	/* An empty file, or only comments, keeps every default. */
+	GOOD("");
+	TAP_OK(cfg.threads == 8 && cfg.lock_timeout_ms == 300000,
+	    "empty text keeps defaults");
+	GOOD("# only\n; comments\n\n   \n\t\n");
+	TAP_STREQ(cfg.log_level, "info", "comments-only keeps log_level");
+}
+
+static void
+test_full(void)
+{
+	const struct idem_cfg_route	*r;
+
+	GOOD(full);
+	TAP_OK(cfg.threads == 16, "threads 16");
+	TAP_OK(cfg.max_body == 2 * 1048576, "max_body 2MiB");
+	TAP_OK(cfg.request_timeout_ms == 45000, "request_timeout 45s");
+	TAP_STREQ(cfg.listen, "127.0.0.1:9000", "listen, comment cut");
+	TAP_STREQ(cfg.log_level, "debug", "log_level debug");
+	TAP_STREQ(cfg.conninfo, "host=/run/postgresql dbname=payments",
+	    "conninfo keeps inner spaces, trailing comment cut");
+	TAP_OK(cfg.pool_size == 12, "pool_size 12");
+	TAP_OK(cfg.acquire_timeout_ms == 1500, "acquire_timeout 1500ms");
+	TAP_OK(cfg.ttl_ms == 48 * 3600000LL, "ttl 48h");
+	TAP_OK(cfg.lock_timeout_ms == 600000, "lock_timeout 10m");
+	TAP_OK(cfg.evict_interval_ms == 60000, "evict_interval 1m");
+	TAP_OK(cfg.evict_batch == 500, "evict_batch 500");
+	TAP_STREQ(cfg.metrics_allow, "127.0.0.1, ::1", "allow kept raw");
+	r = cfg.routes;
+	TAP_OK(r != NULL && strcmp(r->method, "POST") == 0 &&
+	    strcmp(r->path, "/v1/payments") == 0 && r->ttl_ms == 7 * 86400000LL,
+	    "first route POST /v1/payments ttl 7d");
+	r = r != NULL ? r->next : NULL;
+	TAP_OK(r != NULL && strcmp(r->method, "GET") == 0 &&
+	    strcmp(r->path, "/v1/payments/:id") == 0 && r->ttl_ms == 3600000,
+	    "second route GET /v1/payments/:id ttl 1h");
+	TAP_OK(r != NULL && r->next == NULL, "exactly two routes");
+	TAP_STREQ(idem_cfg_app_get(&cfg, "payments", "acquirer_url"),
+	    "http://127.0.0.1:9100", "app key acquirer_url");
+	TAP_OK(idem_cfg_app_get(&cfg, "payments", "currency") == NULL,
+	    "allowed but unset app key is NULL");
+
+	/* Other values of the enumerations and bounds. */
+	GOOD("[server]\nlog_level = warn\n");
+	TAP_STREQ(cfg.log_level, "warn", "log_level warn");
+	GOOD("[server]\nlog_level = error\n");
+	TAP_STREQ(cfg.log_level, "error", "log_level error");
+	GOOD("[server]\nlog_level = info\n");
+	TAP_STREQ(cfg.log_level, "info", "log_level info");
+	GOOD("[server]\nthreads = 1\n");
+	TAP_OK(cfg.threads == 1, "threads 1");
+	GOOD("[server]\nthreads = 256\n");
+	TAP_OK(cfg.threads == 256, "threads 256");
+	GOOD("[server]\nmax_body = 64MiB\n");
+	TAP_OK(cfg.max_body == 64 * 1048576, "max_body 64MiB");
+	GOOD("[server]\nmax_body = 1\n");
+	TAP_OK(cfg.max_body == 1, "max_body 1");
+	GOOD("[server]\nlisten = /run/idem/payments.sock\n");
+	TAP_STREQ(cfg.listen, "/run/idem/payments.sock", "listen unix path");
+	GOOD("[database]\npool_size = 1024\n");
+	TAP_OK(cfg.pool_size == 1024, "pool_size 1024");
+	GOOD("[idempotency]\nevict_batch = 1000000\n");
+	TAP_OK(cfg.evict_batch == 1000000, "evict_batch 1000000");
+	GOOD("[metrics]\nallow = ::1\n");
+	TAP_STREQ(cfg.metrics_allow, "::1", "allow ::1");
+	GOOD("[metrics]\nallow = 10.0.0.1,192.168.1.2 , fe80::1,::ffff:1.2.3.4\n");
+	TAP_STREQ(cfg.metrics_allow, "10.0.0.1,192.168.1.2 , fe80::1,::ffff:1.2.3.4",
+	    "allow list of four");
+	GOOD("  [server]  \n\tthreads\t=\t4\t\n");
+	TAP_OK(cfg.threads == 4, "blanks around header, key and value");
+	GOOD("[server]\nthreads=5\n");
+	TAP_OK(cfg.threads == 5, "no blanks around '='");
+	GOOD("[database]\nconninfo = a=b  c = d\n");
+	TAP_STREQ(cfg.conninfo, "a=b  c = d", "value split at first '=' only");
+	GOOD("\xef\xbb\xbf[server]\nthreads = 3\n");
+	TAP_OK(cfg.threads == 3, "UTF-8 BOM skipped");
+	GOOD("[server]\nthreads = 3");
+	TAP_OK(cfg.threads == 3, "no newline at end of file");
+	GOOD("[payments]\nacquirer_url = caf\xc3\xa9\n");
+	TAP_STREQ(idem_cfg_app_get(&cfg, "payments", "acquirer_url"),
+	    "caf\xc3\xa9", "UTF-8 in a value");
+}
+
+static void
+test_comments_crlf(void)
+{
+	GOOD("[server]\r\nthreads = 4\r\nlisten = 127.0.0.1:9000\r\n");
+	TAP_OK(cfg.threads == 4, "CRLF: threads");
+	TAP_STREQ(cfg.listen, "127.0.0.1:9000", "CRLF: no \\r in value");
+	BAD("[server]\r\nthreads = 4\r\nnope = 1\r\n", 3, "unknown key nope");
+	BAD("[server]\r\nthreads = 4\r\r\n", 2, "control character");
+	BAD("[server]\nthreads = 4\rthreads = 5\n", 2, "control character");
+
+	GOOD("[server]\nthreads = 4 # four\n");
+	TAP_OK(cfg.threads == 4, "inline # comment");
+	GOOD("[server]\nthreads = 4\t; four\n");
+	TAP_OK(cfg.threads == 4, "inline ; comment after TAB");
+	GOOD("   # indented comment\n\t; indented too\n[server] # hdr\n");
+	GOOD("[payments]\nacquirer_url = http://h/p#frag;x\n");
+	TAP_STREQ(idem_cfg_app_get(&cfg, "payments", "acquirer_url"),
+	    "http://h/p#frag;x", "# and ; without blank before are kept");
+	BAD("[server]\nthreads = 4;x\n", 2, "threads must be an integer");
+	BAD("[server]\nthreads = ; nothing\n", 2, "empty value for threads");
+	GOOD("[database]\nconninfo = password=a#b\n");
+	TAP_STREQ(cfg.conninfo, "password=a#b", "conninfo a#b kept");
+	GOOD("[database]\nconninfo = password=a #b\n");
+	TAP_STREQ(cfg.conninfo, "password=a", "conninfo \" #\" starts comment");
+}
+
+static void
+test_errors(void)
+{
+	char	*s;
+	size_t	 i;
+
+	BAD("[nope]\n", 1, "unknown section [nope]");
+	BAD("# c\n\n[server]\n[Server]\n", 4, "unknown section");
+	BAD("[ server ]\n", 1, "unknown section");
+	BAD("[]\n", 1, "empty section name");
+	BAD("[server]\nthread = 4\n", 2, "unknown key thread in [server]");
+	BAD("[server]\nTHREADS = 4\n", 2, "unknown key");
+	BAD("[database]\nthreads = 4\n", 2, "unknown key threads in [database]");
+	BAD("threads = 4\n", 1, "outside of any section");
+	BAD("[server]\nthreads = 4\nthreads = 5\n", 3,
+	    "duplicate key threads (first on line 2)");
+	BAD("[server]\nthreads = 4\n[database]\n[server]\n", 4,
+	    "duplicate section [server]");
+	BAD("[server]\nthreads 4\n", 2, "expected key = value");
+	BAD("[server]\nthreads\n", 2, "expected key = value");
+	BAD("[server]\n= 4\n", 2, "missing key");
+	BAD("[server]\nthreads =\n", 2, "empty value for threads");
+	BAD("[server]\nthreads =   \t\n", 2, "empty value");
+	BAD("[server\n", 1, "unterminated section header");
+	BAD("[server # x]\n", 1, "unterminated section header");
+	BAD("[server] x\n", 1, "text after section header");
+
+	/* bad values */
+	BAD("[server]\nthreads = 0\n", 2, "from 1 to 256");
+	BAD("[server]\nthreads = 257\n", 2, "from 1 to 256");
+	BAD("[server]\nthreads = -1\n", 2, "threads must be");
+	BAD("[server]\nthreads = +4\n", 2, "threads must be");
+	BAD("[server]\nthreads = 4x\n", 2, "threads must be");
+	BAD("[server]\nthreads = 4 4\n", 2, "threads must be");
+	BAD("[server]\nthreads = 99999999999999999999999\n", 2,
+	    "threads must be");
+	BAD("[server]\nmax_body = 0\n", 2, "max_body must be a size");
+	BAD("[server]\nmax_body = 65MiB\n", 2, "max_body");
+	BAD("[server]\nmax_body = 67108865\n", 2, "max_body");
+	BAD("[server]\nmax_body = 1 MiB\n", 2, "max_body");
+	BAD("[server]\nrequest_timeout = 0\n", 2, "request_timeout must be a "
+	    "duration");
+	BAD("[server]\nrequest_timeout = 30 s\n", 2, "request_timeout");
+	BAD("[server]\nlog_level = verbose\n", 2,
+	    "log_level must be debug, info, warn or error");
+	BAD("[server]\nlog_level = INFO\n", 2, "log_level");
+	BAD("[database]\npool_size = 0\n", 2, "from 1 to 1024");
+	BAD("[database]\npool_size = 1025\n", 2, "from 1 to 1024");
+	BAD("[database]\nacquire_timeout = 2x\n", 2, "acquire_timeout");
+	BAD("[idempotency]\nttl = forever\n", 2, "ttl must be a duration");
+	BAD("[idempotency]\nevict_interval = -5m\n", 2, "evict_interval");
+	BAD("[idempotency]\nevict_batch = 0\n", 2, "from 1 to 1000000");
+	BAD("[idempotency]\nevict_batch = 1000001\n", 2, "from 1 to 1000000");
+	BAD("[metrics]\nallow = localhost\n", 2, "allow must be");
+	BAD("[metrics]\nallow = 127.0.0.1,,::1\n", 2, "allow must be");
+	BAD("[metrics]\nallow = 127.0.0.1,\n", 2, "allow must be");
+	BAD("[metrics]\nallow = ,::1\n", 2, "allow must be");
+	BAD("[metrics]\nallow = 127.0.0.1 ::1\n", 2, "allow must be");
+	BAD("[metrics]\nallow = 10.0.0.0/8\n", 2, "allow must be");
+	BAD("[metrics]\nallow = 127.0.0.1,\t::1\n", 2, "allow must be");
+	BAD("[metrics]\nallow = 256.0.0.1\n", 2, "allow must be");
+	BAD("[metrics]\nallow = ::1::2\n", 2, "allow must be");
+
+	/* bytes */
+	BAD_N("[server]\nthreads = 4\nlisten = a\0b\n",
+	    sizeof("[server]\nthreads = 4\nlisten = a\0b\n") - 1, 3, "NUL byte");
+	BAD_N("\0", 1, 1, "NUL byte");
+	BAD_N("[server]\n\0\n", 11, 2, "NUL byte");
+	BAD("[server]\nlisten = a\x01" "b\n", 2, "control character");
+	BAD("[server]\nlisten = a\x7f\n", 2, "control character");
+	BAD("[server]\nlisten = \x1b[31m\n", 2, "control character");
+
+	/* line length: 4096 bytes is fine, 4097 is not, CRLF not counted */
+	if ((s = malloc(4096 + 32)) != NULL) {
+		strcpy(s, "[server]\n#");
+		for (i = strlen(s); i < 9 + 4096; i++)
+			s[i] = 'x';
+		strcpy(s + i, "\r\nthreads = 2\n");
+		GOOD(s);
+		TAP_OK(cfg.threads == 2, "4096-byte line (+CRLF) accepted");
+		strcpy(s + i, "x\nthreads = 2\n");
+		BAD(s, 2, "line longer than 4096 bytes");
+		free(s);
+	}
+	if ((s = malloc(100000 + 1)) != NULL) {
+		memset(s, 'k', 100000);
+		s[100000] = '\0';
+		BAD(s, 1, "line longer");
+		free(s);
+	}
+
+	/* the name given is the name reported */
+	fresh();
+	TAP_OK(idem_cfg_parse(&cfg, "conf/payments.ini", "[x]\n", 4, err,
+	    sizeof(err)) == -1 && has_prefix(err, "conf/payments.ini:1: "),
+	    "name in message: %s", err);
+
+	/* a short err buffer is truncated, never overrun (ASan) */
+	{
+		char	 small[8];
+
+		fresh();
+		memset(small, 'X', sizeof(small));
+		TAP_OK(idem_cfg_parse(&cfg, NAME, "[x]", 3, small,
+		    sizeof(small)) == -1 && strcmp(small, "t.ini:1") == 0,
+		    "short err buffer truncated: %s", small);
+		fresh();
+		TAP_OK(idem_cfg_parse(&cfg, NAME, "[x]", 3, NULL, 0) == -1,
+		    "NULL err buffer still fails");
+	}
+
+	/* only len bytes are looked at */
+	fresh();
+	TAP_OK(idem_cfg_parse(&cfg, NAME, "[server]\nthreads = 4\nbad", 20,
+	    err, sizeof(err)) == 0 && cfg.threads == 4,
+	    "bytes beyond len are not parsed");
+}
+
+static void
+test_routes(void)
+{
+	GOOD("[route \"POST /v1/payments\"]\nttl = 7d\n"
+	    "[route \"GET /v1/payments\"]\nttl = 10m\n"
+	    "[route \"POST /v1/refunds\"]\n");
+	TAP_OK(idem_cfg_route_ttl(&cfg, "POST", "/v1/payments") ==
+	    7 * 86400000LL, "route ttl override POST");
+	TAP_OK(idem_cfg_route_ttl(&cfg, "GET", "/v1/payments") == 600000,
+	    "route ttl override GET (same path, other method)");
+	TAP_OK(idem_cfg_route_ttl(&cfg, "PUT", "/v1/payments") == cfg.ttl_ms,
+	    "other method falls back to ttl");
+	TAP_OK(idem_cfg_route_ttl(&cfg, "POST", "/v1/payments/") == cfg.ttl_ms,
+	    "other path falls back to ttl");
+	TAP_OK(idem_cfg_route_ttl(&cfg, "POST", "/v1/refunds") ==
+	    86400000LL, "route section without ttl falls back");
+	TAP_OK(idem_cfg_route_ttl(&cfg, NULL, NULL) == cfg.ttl_ms,
+	    "NULL method/pattern falls back");
+	GOOD("[idempotency]\nttl = 1h\n[route \"POST /a\"]\nttl = 2h\n");
+	TAP_OK(idem_cfg_route_ttl(&cfg, "POST", "/b") == 3600000,
+	    "fallback is the configured ttl");
+	TAP_OK(idem_cfg_route_ttl(&cfg, "POST", "/a") == 7200000,
+	    "override beats configured ttl");
+
+	BAD("[route \"POST /a\"]\nttl = 1h\n[route \"POST /a\"]\n", 3,
+	    "duplicate section [route \"POST /a\"]");
+	BAD("[route \"POST /a\"]\nttl = 1h\nttl = 2h\n", 3,
+	    "duplicate key ttl (first on line 2)");
+	BAD("[route \"POST /a\"]\nthreads = 4\n", 2, "only ttl");
+	BAD("[route \"POST /a\"]\nttl = 0\n", 2, "ttl must be a duration");
+	BAD("[route POST /a]\n", 1, "bad route section");
+	BAD("[route \"post /a\"]\n", 1, "bad route section");
+	BAD("[route \"Post /a\"]\n", 1, "bad route section");
+	BAD("[route \"POST a\"]\n", 1, "bad route section");
+	BAD("[route \"POST\"]\n", 1, "bad route section");
+	BAD("[route \" /a\"]\n", 1, "bad route section");
+	BAD("[route \"\"]\n", 1, "bad route section");
+	BAD("[route]\n", 1, "bad route section");
+	BAD("[route \"POST  /a\"]\n", 1, "bad route section");
+	BAD("[route \"POST /a b\"]\n", 1, "bad route section");
+	BAD("[route \"POST /a\" ]\n", 1, "bad route section");
+	BAD("[route \"POST /a\"x]\n", 1, "bad route section");
+	BAD("[route \"POST /a]\n", 1, "bad route section");
+	BAD("[route \"POST /a\"\"]\n", 1, "bad route section");
+	BAD("[route\"POST /a\"]\n", 1, "bad route section");
+	BAD("[route  \"POST /a\"]\n", 1, "bad route section");
+	BAD("[route \"POST /caf\xc3\xa9\"]\n", 1, "bad route section");
+	BAD("[route \"POST /a\"\n", 1, "unterminated");
+	BAD("[route \"POST /a\"] x\n", 1, "text after section header");
+	/* the route section ends at the next header */
+	BAD("[route \"POST /a\"]\n[server]\nttl = 1h\n", 3,
+	    "unknown key ttl in [server]");
+}
+
+static void
+test_app(void)
+{
+	struct idem_cfg_kv	*kv;
+	int			 n;
+
+	idem_cfg_free(&cfg);
+	idem_cfg_init(&cfg);
+	TAP_OK(idem_cfg_allow(&cfg, "payments", "acquirer_url") == 0,
+	    "allow payments.acquirer_url");
+	TAP_OK(idem_cfg_allow(&cfg, "payments", "acquirer_url") == 0,
+	    "allowing twice is fine");
+	for (n = 0, kv = cfg.app; kv != NULL; kv = kv->next)
+		n++;
+	TAP_OK(n == 1, "  and registers it once");
+	TAP_OK(idem_cfg_allow(&cfg, "server", "x") == -1,
+	    "built-in section [server] refused");
+	TAP_OK(idem_cfg_allow(&cfg, "route", "x") == -1,
+	    "built-in section [route] refused");
+	TAP_OK(idem_cfg_allow(&cfg, "", "x") == -1, "empty section refused");
+	TAP_OK(idem_cfg_allow(&cfg, "a", "") == -1, "empty key refused");
+	TAP_OK(idem_cfg_allow(&cfg, NULL, "x") == -1, "NULL section refused");
+	TAP_OK(idem_cfg_app_get(&cfg, "payments", "acquirer_url") == NULL,
+	    "allowed key is NULL before parsing");
+	TAP_OK(idem_cfg_app_get(&cfg, "payments", "nope") == NULL,
+	    "unknown key is NULL");
+
+	GOOD("[payments]\nacquirer_url = http://x\ncurrency = EUR\n");
+	TAP_STREQ(idem_cfg_app_get(&cfg, "payments", "acquirer_url"),
+	    "http://x", "app value acquirer_url");
+	TAP_STREQ(idem_cfg_app_get(&cfg, "payments", "currency"), "EUR",
+	    "app value currency");
+	TAP_OK(idem_cfg_app_get(&cfg, "Payments", "currency") == NULL,
+	    "section names are case-sensitive");
+	BAD("[payments]\nacquirer_urls = x\n", 2,
+	    "unknown key acquirer_urls in [payments]");
+	BAD("[payments]\ncurrency = EUR\ncurrency = USD\n", 3,
+	    "duplicate key currency (first on line 2)");
+	BAD("[payments]\n[payments]\n", 2, "duplicate section [payments]");
+	BAD("[server]\ncurrency = EUR\n", 2, "unknown key currency in [server]");
+	BAD("[refunds]\ncurrency = EUR\n", 1, "unknown section [refunds]");
+}
+
+static void
+test_lock_timeout(void)
+{
+	BAD("[idempotency]\nlock_timeout = 30s\n", 2,
+	    "lock_timeout (30000ms) must be greater than request_timeout");
+	BAD("[server]\nrequest_timeout = 5m\n", 2,
+	    "lock_timeout (300000ms) must be greater");
+	BAD("[server]\nrequest_timeout = 1m\n# x\n[idempotency]\n"
+	    "lock_timeout = 59s\n", 5, "lock_timeout");
+	BAD("[idempotency]\nlock_timeout = 10s\n[server]\n"
+	    "request_timeout = 20s\n", 2, "lock_timeout");
+	GOOD("[server]\nrequest_timeout = 10m\n[idempotency]\n"
+	    "lock_timeout = 11m\n");
+	TAP_OK(cfg.lock_timeout_ms == 660000, "lock_timeout 11m");
+	GOOD("[idempotency]\nlock_timeout = 31s\n");
+	TAP_OK(cfg.lock_timeout_ms == 31000, "lock_timeout 31s > default 30s");
+	GOOD("[server]\nrequest_timeout = 299s\n");
+	TAP_OK(cfg.request_timeout_ms == 299000,
+	    "request_timeout 299s < default lock 5m");
+}
+
+#define DUR_OK(s, want) do {						\
+	long long ms_ = -7;						\
+	TAP_OK(idem_parse_duration(s, &ms_) == 0 && ms_ == (want),	\
+	    "duration %s = %lld (got %lld)", s, (long long)(want), ms_); \
+} while (0)
+#define DUR_BAD(s) do {							\
+	long long ms_ = -7;						\
+	TAP_OK(idem_parse_duration(s, &ms_) == -1 && ms_ == -7,		\
+	    "duration %s refused, output untouched", #s);		\
+} while (0)
+
+static void
+test_durations(void)
+{
+	DUR_OK("250ms", 250);
+	DUR_OK("1ms", 1);
+	DUR_OK("2s", 2000);
+	DUR_OK("5m", 300000);
+	DUR_OK("24h", 86400000LL);
+	DUR_OK("7d", 604800000LL);
+	DUR_OK("30", 30000);
+	DUR_OK("007s", 7000);
+	DUR_OK("3650d", 315360000000LL);
+	DUR_OK("315360000000ms", 315360000000LL);
+	DUR_OK("87600h", 315360000000LL);
+	DUR_BAD("3651d");
+	DUR_BAD("315360000001ms");
+	DUR_BAD("315360001");
+	DUR_BAD("87601h");
+	DUR_BAD("9223372036854775807ms");
+	DUR_BAD("9223372036854775808");
+	DUR_BAD("99999999999999999999999999d");
+	DUR_BAD("0");
+	DUR_BAD("0ms");
+	DUR_BAD("0d");
+	DUR_BAD("-1");
+	DUR_BAD("-5s");
+	DUR_BAD("+5s");
+	DUR_BAD("");
+	DUR_BAD("s");
+	DUR_BAD("ms");
+	DUR_BAD("5 m");
+	DUR_BAD(" 5m");
+	DUR_BAD("5m ");
+	DUR_BAD("5M");
+	DUR_BAD("5S");
+	DUR_BAD("5x");
+	DUR_BAD("5sec");
+	DUR_BAD("5mss");
+	DUR_BAD("1.5s");
+	DUR_BAD("1h30m");
+	DUR_BAD("0x10");
+	DUR_BAD("5us");
+	DUR_BAD(NULL);
+	TAP_OK(idem_parse_duration("5s", NULL) == -1, "duration NULL out");
+}
+
+#define SIZE_OK(s, want) do {						\
+	size_t sz_ = 7;							\
+	TAP_OK(idem_parse_size(s, &sz_) == 0 && sz_ == (size_t)(want),	\
+	    "size %s = %zu (got %zu)", s, (size_t)(want), sz_);	\
+} while (0)
+#define SIZE_BAD(s) do {						\
+	size_t sz_ = 7;							\
+	TAP_OK(idem_parse_size(s, &sz_) == -1 && sz_ == 7,		\
+	    "size %s refused, output untouched", #s);			\
+} while (0)
+
+static void
+test_sizes(void)
+{
+	SIZE_OK("1048576", 1048576);
+	SIZE_OK("1", 1);
+	SIZE_OK("1B", 1);
+	SIZE_OK("100B", 100);
+	SIZE_OK("1K", 1024);
+	SIZE_OK("1KB", 1024);
+	SIZE_OK("512KiB", 524288);
+	SIZE_OK("1M", 1048576);
+	SIZE_OK("1MB", 1048576);
+	SIZE_OK("1MiB", 1048576);
+	SIZE_OK("64MiB", 67108864);
+	SIZE_OK("1G", 1073741824);
+	SIZE_OK("1GB", 1073741824);
+	SIZE_OK("3GiB", (size_t)3 << 30);
+	SIZE_BAD("0");
+	SIZE_BAD("0KiB");
+	SIZE_BAD("");
+	SIZE_BAD("KiB");
+	SIZE_BAD("-1");
+	SIZE_BAD("+1");
+	SIZE_BAD("1 MiB");
+	SIZE_BAD(" 1");
+	SIZE_BAD("1k");
+	SIZE_BAD("1kb");
+	SIZE_BAD("1mib");
+	SIZE_BAD("1Mi");
+	SIZE_BAD("1MIB");
+	SIZE_BAD("1TiB");
+	SIZE_BAD("1T");
+	SIZE_BAD("1.5MiB");
+	SIZE_BAD("1BB");
+	SIZE_BAD("99999999999999999999999999");
+	SIZE_BAD(NULL);
+	if (sizeof(size_t) == 8) {
+		SIZE_OK("18446744073709551615", (size_t)-1);
+		SIZE_BAD("18446744073709551616");
+		SIZE_OK("17179869183GiB", (size_t)17179869183ULL << 30);
+		SIZE_BAD("17179869184GiB");
+		SIZE_BAD("18014398509481984KiB");
+	}
+	TAP_OK(idem_parse_size("1", NULL) == -1, "size NULL out");
+}
+
+static void
+write_file(const char *path, const char *text, size_t len)
+{
+	FILE	*f;
+
+	if ((f = fopen(path, "w")) == NULL)
+		return;
+	fwrite(text, 1, len, f);
+	fclose(f);
+}
+
+static void
+test_load(void)
+{
+	const char	*tmp;
+	char		 path[512], want[600], *big;
+	size_t		 i;
+
+	if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
+		tmp = "/tmp";
+	snprintf(path, sizeof(path), "%s/test_config.%ld.ini", tmp,
+	    (long)getpid());
+
+	unlink(path);
+	fresh();
+	TAP_OK(idem_cfg_load(&cfg, path, err, sizeof(err)) == -1,
+	    "missing file refused");
+	snprintf(want, sizeof(want), "%s: cannot open: %s", path,
+	    strerror(ENOENT));
+	TAP_STREQ(err, want, "  cannot open message");
+
+	write_file(path, full, sizeof(full) - 1);
+	fresh();
+	TAP_OK(idem_cfg_load(&cfg, path, err, sizeof(err)) == 0 &&
+	    cfg.threads == 16 && idem_cfg_route_ttl(&cfg, "POST",
+	    "/v1/payments") == 7 * 86400000LL, "load full file");
+
+	write_file(path, "[server]\nthreads = x\n", 21);
+	fresh();
+	snprintf(want, sizeof(want), "%s:2: ", path);
+	TAP_OK(idem_cfg_load(&cfg, path, err, sizeof(err)) == -1 &&
+	    has_prefix(err, want), "load reports path:line: %s", err);
+
+	/* exactly 1 MiB is read, one byte more is refused */
+	if ((big = malloc((1 << 20) + 1)) != NULL) {
+		for (i = 0; i < (1 << 20); i++)
+			big[i] = (i % 64 == 63) ? '\n' : '#';
+		write_file(path, big, 1 << 20);
+		fresh();
+		TAP_OK(idem_cfg_load(&cfg, path, err, sizeof(err)) == 0,
+		    "1 MiB file accepted");
+		big[1 << 20] = '\n';
+		write_file(path, big, (1 << 20) + 1);
+		fresh();
+		snprintf(want, sizeof(want), "%s: larger than 1 MiB", path);
+		TAP_OK(idem_cfg_load(&cfg, path, err, sizeof(err)) == -1,
+		    "1 MiB + 1 file refused");
+		TAP_STREQ(err, want, "  too large message");
+		free(big);
+	}
+	unlink(path);
+
+	fresh();
+	TAP_OK(idem_cfg_load(&cfg, tmp, err, sizeof(err)) == -1 &&
+	    has_prefix(err, tmp) && strstr(err, "cannot") != NULL,
+	    "a directory is refused: %s", err);
+}
+
+int
+main(void)
+{
+	test_defaults();
+	test_full();
+	test_comments_crlf();
+	test_errors();
+	test_routes();
+	test_app();
+	test_lock_timeout();
+	test_durations();
+	test_sizes();
+	test_load();
+
+	/* free is idempotent and leaves an empty struct */
+	idem_cfg_free(&cfg);
+	idem_cfg_free(&cfg);
+	TAP_OK(cfg.log_level == NULL && cfg.routes == NULL && cfg.app == NULL,
+	    "free twice, struct cleared");
+	return TAP_DONE();
+}
