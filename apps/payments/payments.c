@@ -324,6 +324,18 @@ payments_create(idem_req *req, void *arg)
 	return idem_resp_header(req, "Location", loc);
 }
 
+int
+payments_create_plain(idem_req *req, void *arg)
+{
+	const char	*on = idem_app_config(idem_req_app(req), "payments",
+	    "bench_routes");
+
+	if (on == NULL || strcmp(on, "on") != 0)
+		return idem_resp_problem(req, IDEM_P_NOT_FOUND,
+		    "no such resource");
+	return payments_create(req, arg);
+}
+
 static const char payment_cols[] =
 	"id, amount, currency, status, amount_refunded, description, "
 	"customer, metadata::text, extract(epoch FROM created_at)::bigint";

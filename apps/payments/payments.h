@@ -7,6 +7,7 @@
 #include <idem.h>
 
 int	payments_create(idem_req *req, void *arg);
+int	payments_create_plain(idem_req *req, void *arg);
 int	payments_get(idem_req *req, void *arg);
 int	payments_list(idem_req *req, void *arg);
 int	refunds_create(idem_req *req, void *arg);

@@ -3,7 +3,6 @@ database, tenants (API keys), and request helpers."""
 
 import itertools
 import json
-import os
 import shlex
 import subprocess
 import threading
@@ -240,7 +239,3 @@ class Env:
     def remember_pids(self):
         if self.root_pids:
             self.known_pids = self.pids()
-
-
-def environ_default(name, default=None):
-    return os.environ.get(name, default)

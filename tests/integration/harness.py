@@ -23,7 +23,6 @@ import sys
 import time
 import traceback
 
-from httpc import Response  # noqa: F401  (re-exported for scenarios)
 
 CHECKS = []
 

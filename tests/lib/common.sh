@@ -184,7 +184,7 @@ idem_wait_gone() {
 		for p in "$@"; do idem_pid_running "$p" && left="$left $p"; done
 		[ -z "$left" ] && return 0
 		if [ "$SECONDS" -ge "$deadline" ]; then
-			echo $left
+			echo "${left# }"
 			return 1
 		fi
 		sleep 0.1

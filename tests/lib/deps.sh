@@ -9,10 +9,13 @@
 # Requires tests/lib/common.sh.
 
 # To build, and to run the suite's required parts (PostgreSQL, lighttpd).
+# shellcheck disable=SC2034
 IDEM_DEPS_BUILD="build-essential autoconf automake libtool pkg-config
 	libfcgi-dev libyajl-dev libpq-dev libssl-dev"
+# shellcheck disable=SC2034
 IDEM_DEPS_RUN="postgresql postgresql-client lighttpd python3"
 # The other server fixtures of the suite.
+# shellcheck disable=SC2034
 IDEM_DEPS_FIXTURES="nginx-light apache2 libapache2-mod-fcgid"
 
 deps_missing() {

@@ -1,3 +1,4 @@
+# shellcheck disable=SC2034  # the FX_* variables are for the scripts that source this
 # tests/lib/fixtures.sh - server fixtures: a web server in front of the app,
 # selected by name.  The same integration scenarios run behind each.
 #
@@ -23,8 +24,8 @@
 #
 # Requires tests/lib/common.sh and tests/lib/lighttpd.sh.
 
-FX_BASE= FX_ROOT_PID= FX_FCGI= FX_LOGS=
-FX_SERVER_PID= FX_APP_PID=
+FX_BASE='' FX_ROOT_PID='' FX_FCGI='' FX_LOGS=''
+FX_SERVER_PID='' FX_APP_PID='' FX_STOP_PROBLEM=''
 
 fixture_names() { echo lighttpd nginx apache-proxy apache-fcgid; }
 
@@ -56,7 +57,7 @@ fixture_available() {
 
 fixture_start() {
 	local name=$1 dir=$2 app=$3 conf=$4
-	FX_BASE= FX_ROOT_PID= FX_FCGI= FX_LOGS= FX_SERVER_PID= FX_APP_PID=
+	FX_BASE='' FX_ROOT_PID='' FX_FCGI='' FX_LOGS='' FX_SERVER_PID='' FX_APP_PID=''
 	mkdir -p "$dir" && chmod 755 "$dir" || return 1
 	case $name in
 	lighttpd)     _fx_lighttpd_start "$dir" "$app" "$conf" ;;
@@ -75,8 +76,8 @@ fixture_start() {
 # still running and give it 10 s.  Sets FX_STOP_PROBLEM to a description
 # when an app process had to be killed with SIGKILL ("" otherwise).
 fixture_stop() {
-	local pids= p left
-	FX_STOP_PROBLEM=
+	local pids='' p left
+	FX_STOP_PROBLEM=''
 	if [ -n "$FX_ROOT_PID" ]; then
 		pids=$(idem_descendants "$FX_ROOT_PID" "${FX_APP_NAME:-payments.fcgi}")
 	fi
@@ -92,7 +93,7 @@ fixture_stop() {
 		for p in $left; do kill -KILL "$p" 2>/dev/null; done
 	fi
 	[ -n "$FX_APP_PID" ] && wait "$FX_APP_PID" 2>/dev/null
-	FX_APP_PID= FX_ROOT_PID=
+	FX_APP_PID='' FX_ROOT_PID=''
 	return 0
 }
 

@@ -18,6 +18,7 @@ lighttpd_write_conf() {
 	local binpath="$*"
 	mkdir -p "$dir/www" "$dir/upload"
 	# lighttpd names the socket of process N "<socket>-N".
+	# shellcheck disable=SC2034  # read by fixtures.sh
 	LIGHTTPD_SOCKET=$dir/app.sock-0
 	cat >"$conf" <<EOF
 # generated for one run; see conf/lighttpd.conf for a commented sample

@@ -20,7 +20,7 @@ pg_find_bindir() {
 	if [ -n "${PG_BINDIR:-}" ] && [ -x "$PG_BINDIR/pg_ctl" ]; then
 		printf '%s\n' "$PG_BINDIR"; return 0
 	fi
-	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k4,4 -rn); do
+	for d in $(printf '%s\n' /usr/lib/postgresql/*/bin | sort -t/ -k4,4 -rn); do
 		[ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && { printf '%s\n' "$d"; return 0; }
 	done
 	d=$(command -v pg_ctl 2>/dev/null) && { printf '%s\n' "${d%/*}"; return 0; }

@@ -38,7 +38,7 @@ tap_skip() {
 }
 
 tap_consume() {
-	local label=$1 rc=$2 quiet=${3:-} line plan= n=0 f=0 desc reason
+	local label=$1 rc=$2 quiet=${3:-} line plan='' n=0 f=0 desc reason
 	local re_ok='^ok([[:space:]]|$)' re_nok='^not ok([[:space:]]|$)'
 	local re_skip='#[[:space:]]*[Ss][Kk][Ii][Pp]([[:space:]]|$)(.*)'
 	local re_todo='#[[:space:]]*[Tt][Oo][Dd][Oo]([[:space:]]|$)(.*)'
