@@ -30,6 +30,8 @@ idem_app_free(idem_app *app)
 		return;
 	idem_pool_free(app->pool);
 	idem_router_free(&app->router);
+	idem_metrics_free(app);
+	free(app->listen);
 	idem_cfg_free(&app->cfg);
 	free(app->name);
 	free(app);
@@ -65,12 +67,13 @@ usage(const char *name)
 }
 
 int
-idem_app_main(idem_app *app, int argc, char *argv[])
+idem_app_init(idem_app *app, int argc, char *argv[])
 {
 	const char	*conf = NULL, *addr = NULL;
 	char		 err[512];
 	long		 threads = 0;
-	int		 ch, rc;
+	char		*end;
+	int		 ch;
 
 	while ((ch = getopt(argc, argv, "c:l:t:")) != -1)
 		switch (ch) {
@@ -81,8 +84,8 @@ idem_app_main(idem_app *app, int argc, char *argv[])
 			addr = optarg;
 			break;
 		case 't':
-			threads = strtol(optarg, NULL, 10);
-			if (threads < 1 || threads > 256) {
+			threads = strtol(optarg, &end, 10);
+			if (*end != '\0' || threads < 1 || threads > 256) {
 				fprintf(stderr, "%s: -t: 1 to 256\n", argv[0]);
 				return 2;
 			}
@@ -100,14 +103,38 @@ idem_app_main(idem_app *app, int argc, char *argv[])
 		app->cfg.threads = (unsigned)threads;
 	if (app->cfg.pool_size == 0)
 		app->cfg.pool_size = app->cfg.threads;
-	if (addr == NULL)
-		addr = app->cfg.listen;
+	if (addr != NULL) {
+		free(app->listen);
+		if ((app->listen = strdup(addr)) == NULL)
+			return 1;
+	}
 	idem_log_set_level(app->cfg.log_level);
-	if ((app->pool = idem_pool_new(app->cfg.conninfo,
-	    app->cfg.pool_size)) == NULL) {
-		fprintf(stderr, "%s: out of memory\n", argv[0]);
+	return 0;
+}
+
+int
+idem_app_run(idem_app *app)
+{
+	/* The metrics endpoint, unless the application took the path. */
+	idem_app_route(app, "GET", "/metrics", IDEM_ROUTE_LOCAL,
+	    idem_metrics_handler, NULL);
+	if ((app->pool = idem_pool_new(app->cfg.conninfo, app->cfg.pool_size,
+	    app->cfg.request_timeout_ms)) == NULL) {
+		idem_log(IDEM_LOG_ERROR, "out of memory");
 		return 1;
 	}
-	rc = idem_runtime_run(app, addr);
-	return rc;
+	if (idem_metrics_init(app) == -1)
+		return 1;
+	return idem_runtime_run(app, app->listen != NULL ? app->listen :
+	    app->cfg.listen);
+}
+
+int
+idem_app_main(idem_app *app, int argc, char *argv[])
+{
+	int	rc;
+
+	if ((rc = idem_app_init(app, argc, argv)) != 0)
+		return rc;
+	return idem_app_run(app);
 }

@@ -72,11 +72,8 @@ idem_auth(idem_req *req)
 	if (idem_bearer_hash(req) == -1)
 		return -1;
 
-	if ((req->db = idem_pool_acquire(req->app->pool,
-	    req->app->cfg.acquire_timeout_ms)) == NULL) {
-		req->db_unavailable = 1;
+	if (idem_req_db(req) == NULL)
 		return -2;
-	}
 	vals[0] = (const char *)req->tenant_hash;
 	lens[0] = 32;
 	r = PQexecParams(req->db, "SELECT id, secret_hash FROM api_keys "

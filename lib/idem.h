@@ -39,6 +39,7 @@ typedef int (*idem_handler_fn)(idem_req *req, void *arg);
 #define IDEM_ROUTE_JSON		0x02u	/* body must be application/json */
 #define IDEM_ROUTE_PUBLIC	0x04u	/* no Authorization required */
 #define IDEM_ROUTE_LOCAL	0x08u	/* only for [metrics] allow addresses */
+#define IDEM_ROUTE_PHASED	0x10u	/* idempotent, in phases (see below) */
 
 /* Problem types (RFC 9457); the type URI ends in the slug. */
 enum idem_problem {
@@ -77,9 +78,13 @@ const char	*idem_app_config(const idem_app *app, const char *section,
 		    const char *key);
 
 /*
- * Parse the command line (-c FILE, -l ADDR, -t N), load the config, serve
- * until SIGTERM/SIGINT, drain and return the process exit status.
+ * Parse the command line (-c FILE, -l ADDR, -t N) and load the config
+ * (application keys must be allowed first).  0, or an exit status.
  */
+int		 idem_app_init(idem_app *app, int argc, char *argv[]);
+/* Serve until SIGTERM/SIGINT, drain, and return the exit status. */
+int		 idem_app_run(idem_app *app);
+/* idem_app_init() then idem_app_run(). */
 int		 idem_app_main(idem_app *app, int argc, char *argv[]);
 
 /* --- request ----------------------------------------------------------- */
@@ -130,6 +135,26 @@ int		 idem_resp_header(idem_req *req, const char *name,
 int		 idem_resp_problem(idem_req *req, enum idem_problem p,
 		    const char *fmt, ...)
 		    __attribute__((format(printf, 3, 4)));
+
+/* --- phased handlers (external side effects) ---------------------------- */
+
+/*
+ * An IDEM_ROUTE_PHASED handler cannot share one transaction with an effect
+ * outside the database (a card acquirer).  The key record is committed
+ * first (state in_progress, recovery point "started"); the handler then
+ * runs as phases, each in its own transaction, ended by
+ * idem_req_phase_commit() which also records the next recovery point.  A
+ * retry after lock_timeout resumes at the stored point, so the handler
+ * must switch on idem_req_recovery_point().  The response set when the
+ * handler returns is stored and the key completed.
+ */
+const char	*idem_req_recovery_point(const idem_req *req);
+int		 idem_req_phase_commit(idem_req *req, const char *next_point);
+/* The record's id: lets a phase find the rows an earlier phase wrote. */
+int64_t		 idem_req_record_id(const idem_req *req);
+/* A stable key derived from ours, for the external call of a phase. */
+int		 idem_req_derived_key(const idem_req *req, const char *phase,
+		    char *out, size_t outlen);
 
 /* --- operations (idemctl) ---------------------------------------------- */
 

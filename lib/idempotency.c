@@ -9,8 +9,15 @@
  *   flight 2: deferred effects; store the response; COMMIT.
  * A replay, a 409 or a 422 is decided after flight 1; its ROLLBACK is sent
  * without waiting and drained when the connection is released.
+ *
+ * Phased mode (IDEM_ROUTE_PHASED) commits the new record at once, in
+ * progress, leased by locked_at; each phase commits on its own and moves
+ * the recovery point.  A retry within lock_timeout is 409; after it, the
+ * lease is taken over (under the advisory lock) and the handler resumes
+ * at the stored recovery point.
  */
 #include <arpa/inet.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +37,8 @@ static const char sql_lookup[] =
 	"    k.request_fingerprint, k.state, k.response_status,"
 	"    k.response_headers::text, k.response_body,"
 	"    k.expires_at > now() AS live, k.recovery_point,"
-	"    k.locked_at < now() - $8::bigint * interval '1 millisecond'"
+	"    coalesce(k.locked_at < now() - $8::bigint *"
+	"      interval '1 millisecond', true)"
 	"  FROM idempotency_keys k, t"
 	"  WHERE k.api_key_id = t.id AND k.key = $2),"
 	" ins AS (INSERT INTO idempotency_keys AS k (api_key_id, key,"
@@ -41,6 +49,7 @@ static const char sql_lookup[] =
 	"  FROM t WHERE pg_try_advisory_xact_lock($7::bigint)"
 	"    AND NOT EXISTS (SELECT 1 FROM cur WHERE cur.live)"
 	"  ON CONFLICT (api_key_id, key) DO UPDATE SET"
+	"    id = nextval(pg_get_serial_sequence('idempotency_keys', 'id')),"
 	"    request_method = EXCLUDED.request_method,"
 	"    request_path = EXCLUDED.request_path,"
 	"    request_fingerprint = EXCLUDED.request_fingerprint,"
@@ -236,6 +245,156 @@ store_and_commit(idem_req *req)
 	return rc;
 }
 
+/* Commit the record (new, or taken over) as leased, open a phase. */
+static int
+lease(idem_req *req)
+{
+	struct idem_q	 q[3];
+	char		 id[24];
+	const char	*vals[1] = { id };
+	int		 rc;
+
+	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
+	memset(q, 0, sizeof(q));
+	q[0].sql = "UPDATE idempotency_keys SET locked_at = now() WHERE id = $1";
+	q[0].n = 1;
+	q[0].vals = vals;
+	q[1].sql = "COMMIT";
+	q[2].sql = "BEGIN";
+	rc = idem_flight(req->db, q, 3, &req->round_trips);
+	idem_flight_clear(q, 3);
+	return rc;
+}
+
+/*
+ * A phase failed: its transaction is undone.  A record that never passed
+ * a recovery point is deleted (a retry executes afresh); otherwise its
+ * lease is released so that a retry resumes at once.
+ */
+static void
+phase_failed(idem_req *req, int rc)
+{
+	char		 id[24];
+	const char	*vals[1] = { id };
+	PGresult	*r;
+
+	PQclear(PQexec(req->db, "ROLLBACK"));
+	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
+	r = PQexecParams(req->db, strcmp(req->recovery_point, "started") == 0 ?
+	    "DELETE FROM idempotency_keys WHERE id = $1 AND state = "
+	    "'in_progress'" : "UPDATE idempotency_keys SET locked_at = NULL "
+	    "WHERE id = $1 AND state = 'in_progress'", 1, NULL, vals, NULL,
+	    NULL, 0);
+	PQclear(r);
+	if (rc == -1 || req->status == 0) {
+		if (req->db_unavailable || PQstatus(req->db) != CONNECTION_OK)
+			unavailable(req);
+		else
+			idem_resp_problem(req, IDEM_P_INTERNAL,
+			    "the request could not be completed");
+	}
+	req->outcome = IDEM_OUT_ERROR;
+}
+
+/* A test-only crash switch: IDEM_FAULT=before:POINT or after:POINT. */
+static void
+fault(const char *when, const char *point)
+{
+	const char	*f = getenv("IDEM_FAULT");
+	size_t		 n = strlen(when);
+
+	if (f != NULL && strncmp(f, when, n) == 0 && f[n] == ':' &&
+	    strcmp(f + n + 1, point) == 0) {
+		idem_log(IDEM_LOG_WARN, "fault: killing the process %s %s",
+		    when, point);
+		raise(SIGKILL);
+	}
+}
+
+const char *
+idem_req_recovery_point(const idem_req *req)
+{
+	return req->recovery_point[0] != '\0' ? req->recovery_point : NULL;
+}
+
+int64_t
+idem_req_record_id(const idem_req *req)
+{
+	return req->record_id;
+}
+
+int
+idem_req_phase_commit(idem_req *req, const char *next)
+{
+	struct idem_q	 q[4 + 3];
+	char		 id[24];
+	const char	*vals[2];
+	size_t		 n = 0, i;
+	int		 rc;
+
+	if (!req->phased || req->db == NULL || next == NULL ||
+	    strlen(next) == 0 || strlen(next) >= sizeof(req->recovery_point))
+		return -1;
+	fault("before", next);
+	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
+	vals[0] = id;
+	vals[1] = next;
+	memset(q, 0, sizeof(q));
+	for (i = 0; i < req->ndefer; i++, n++) {
+		q[n].sql = req->defer[i].sql;
+		q[n].n = req->defer[i].n;
+		q[n].vals = (const char *const *)req->defer[i].vals;
+	}
+	/* The lease is renewed with every phase. */
+	q[n].sql = "UPDATE idempotency_keys SET recovery_point = $2,"
+	    " locked_at = now() WHERE id = $1 AND state = 'in_progress'";
+	q[n].n = 2;
+	q[n++].vals = vals;
+	q[n++].sql = "COMMIT";
+	q[n++].sql = "BEGIN";
+	rc = idem_flight(req->db, q, n, &req->round_trips);
+	if (rc == 0 && strcmp(PQcmdStatus(q[n - 3].res), "UPDATE 1") != 0)
+		rc = -1;
+	idem_flight_clear(q, n);
+	idem_defer_free(req);
+	if (rc == -1)
+		return -1;
+	strcpy(req->recovery_point, next);
+	fault("after", next);
+	return 0;
+}
+
+int
+idem_req_derived_key(const idem_req *req, const char *phase, char *out,
+    size_t outlen)
+{
+	static const char hex[] = "0123456789abcdef";
+	struct idem_buf	  b = { 0 };
+	unsigned char	  h[32];
+	size_t		  i;
+
+	/*
+	 * Stable across retries and processes, opaque to the other side, and
+	 * new when an expired key is used afresh (the record gets a new id).
+	 */
+	if (req->record_id == 0 || outlen < 2 * 20 + 1)
+		return -1;
+	idem_buf_add(&b, req->tenant_hash, sizeof(req->tenant_hash));
+	idem_buf_addf(&b, "%lld", (long long)req->record_id);
+	idem_buf_addc(&b, '\0');
+	idem_buf_adds(&b, req->key);
+	idem_buf_addc(&b, '\0');
+	idem_buf_adds(&b, phase);
+	idem_sha256(b.p, b.len, h);
+	idem_buf_free(&b);
+	for (i = 0; i < 20; i++) {
+		out[2 * i] = hex[h[i] >> 4];
+		out[2 * i + 1] = hex[h[i] & 0xf];
+	}
+	out[40] = '\0';
+	return 0;
+}
+
 void
 idem_idempotent_run(idem_req *req)
 {
@@ -248,6 +407,7 @@ idem_idempotent_run(idem_req *req)
 	const PGresult		*r;
 	int			 rc;
 
+	req->phased = (req->route->flags & IDEM_ROUTE_PHASED) != 0;
 	fingerprint(req);
 	if (idem_req_db(req) == NULL) {
 		unavailable(req);
@@ -307,6 +467,7 @@ idem_idempotent_run(idem_req *req)
 	}
 	if (!PQgetisnull(r, 0, C_INSERTED)) {
 		req->record_id = get_i64(r, C_INSERTED);
+		strcpy(req->recovery_point, "started");
 		idem_flight_clear(q, 3);
 		goto execute;
 	}
@@ -333,6 +494,15 @@ idem_idempotent_run(idem_req *req)
 		replay(req, r);
 		goto done_ro;
 	}
+	if (req->phased && get_bool(r, C_STALE) &&
+	    PQgetlength(r, 0, C_POINT) < (int)sizeof(req->recovery_point)) {
+		/* The owner is gone: take the lease over and resume. */
+		req->record_id = get_i64(r, C_ID);
+		strcpy(req->recovery_point, PQgetvalue(r, 0, C_POINT));
+		req->resumed = 1;
+		idem_flight_clear(q, 3);
+		goto execute;
+	}
 	idem_resp_problem(req, IDEM_P_KEY_IN_FLIGHT,
 	    "a request with this Idempotency-Key is being processed; "
 	    "retry later");
@@ -343,7 +513,16 @@ done_ro:
 	return;
 
 execute:
+	if (req->phased && lease(req) == -1) {
+		unavailable(req);
+		return;
+	}
 	rc = req->route->fn(req, req->route->arg);
+	if (req->phased && (rc == -1 || req->status == 0 ||
+	    req->status >= 500)) {
+		phase_failed(req, rc);
+		return;
+	}
 	if (rc == -1 || req->status == 0 || req->status >= 500) {
 		/* No key, no effect: a retry executes afresh. */
 		PQclear(PQexec(req->db, "ROLLBACK"));

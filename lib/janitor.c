@@ -1,7 +1,8 @@
 /*
  * janitor.c - periodic store maintenance run by the runtime's main thread:
- * expired keys are evicted every [idempotency] evict_interval, by one
- * process of the whole fleet at a time (a session advisory lock).
+ * expired keys are evicted, and stuck in-progress keys reclaimed, every
+ * [idempotency] evict_interval, by one process of the whole fleet at a
+ * time (a session advisory lock; the others skip).
  */
 #include <time.h>
 
@@ -17,7 +18,7 @@ idem_janitor_tick(idem_app *app)
 	time_t		 now = time(NULL);
 	PGconn		*db;
 	PGresult	*r;
-	long		 evicted = 0;
+	long		 evicted = 0, reclaimed = 0;
 	int		 got;
 
 	if (next == 0)
@@ -33,9 +34,19 @@ idem_janitor_tick(idem_app *app)
 	    PQgetvalue(r, 0, 0)[0] == 't';
 	PQclear(r);
 	if (got) {
-		if (idem_evict(db, app->cfg.evict_batch, 0, &evicted) == 0)
+		if (idem_evict(db, app->cfg.evict_batch, 0, &evicted) == 0) {
+			idem_metrics_add(app, IDEM_M_EVICTED, evicted);
 			idem_log(IDEM_LOG_INFO, "janitor: evicted %ld keys",
 			    evicted);
+		}
+		/* Only rows whose lease is older than lock_timeout, which is
+		 * longer than any request may run. */
+		if (idem_reclaim(db, (long)(app->cfg.lock_timeout_ms / 1000),
+		    &reclaimed) == 0 && reclaimed > 0) {
+			idem_metrics_add(app, IDEM_M_RECLAIMED, reclaimed);
+			idem_log(IDEM_LOG_INFO, "janitor: reclaimed %ld stuck "
+			    "keys", reclaimed);
+		}
 		PQclear(PQexec(db, "SELECT pg_advisory_unlock(" EVICT_LOCK
 		    ")"));
 	}

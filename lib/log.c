@@ -112,6 +112,8 @@ idem_log_request(const idem_req *req, long long duration_us)
 		idem_buf_addf(&b, ",\"key_hash\":\"%s\"", kh.p);
 		idem_buf_free(&kh);
 	}
+	if (req->round_trips > 0)
+		idem_buf_addf(&b, ",\"db_round_trips\":%u", req->round_trips);
 	if (req->tenant != 0)
 		idem_buf_addf(&b, ",\"tenant\":%lld", (long long)req->tenant);
 	log_emit(&b);

@@ -19,9 +19,17 @@ struct idem_pool {
 	char		*conninfo;
 	unsigned	 size;
 	unsigned	 nbusy;
+	char		 setup[160];	/* run on every new connection */
 	PGconn		**conns;
 	unsigned char	*busy;
 };
+
+static void
+notice(void *arg, const char *msg)
+{
+	(void)arg;
+	idem_log(IDEM_LOG_DEBUG, "db: %s", msg);
+}
 
 PGconn *
 idem_db_connect(const char *conninfo, long long timeout_ms)
@@ -39,12 +47,18 @@ idem_db_connect(const char *conninfo, long long timeout_ms)
 	val[1] = "idem";
 	val[2] = conninfo;	/* NULL: libpq's PG* environment */
 	val[3] = NULL;
+	PGconn		*db;
+
 	/* Later keywords win, so a connect_timeout in conninfo is kept. */
-	return PQconnectdbParams(kw, val, 1);
+	db = PQconnectdbParams(kw, val, 1);
+	/* Server notices are for operators, not for stdout. */
+	if (db != NULL)
+		PQsetNoticeProcessor(db, notice, NULL);
+	return db;
 }
 
 struct idem_pool *
-idem_pool_new(const char *conninfo, unsigned size)
+idem_pool_new(const char *conninfo, unsigned size, long long timeout_ms)
 {
 	struct idem_pool	*p;
 	pthread_condattr_t	 ca;
@@ -64,6 +78,11 @@ idem_pool_new(const char *conninfo, unsigned size)
 		free(p);
 		return NULL;
 	}
+	/* No statement, nor a transaction left idle by a stuck or killed
+	 * handler, outlives the request timeout. */
+	snprintf(p->setup, sizeof(p->setup), "SET statement_timeout = %lld; "
+	    "SET idle_in_transaction_session_timeout = %lld", timeout_ms,
+	    timeout_ms);
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -91,6 +110,13 @@ pool_check(PGconn *db)
 			PQclear(r);
 		}
 	}
+}
+
+static void
+pool_setup(struct idem_pool *p, PGconn *db)
+{
+	if (db != NULL && PQstatus(db) == CONNECTION_OK)
+		PQclear(PQexec(db, p->setup));
 }
 
 PGconn *
@@ -129,12 +155,15 @@ idem_pool_acquire(struct idem_pool *p, long long timeout_ms)
 	pthread_mutex_unlock(&p->mu);
 
 	/* Connecting happens outside the lock: it can take a while. */
-	if (p->conns[i] == NULL)
+	if (p->conns[i] == NULL) {
 		p->conns[i] = idem_db_connect(p->conninfo, timeout_ms);
-	else {
+		pool_setup(p, p->conns[i]);
+	} else {
 		pool_check(p->conns[i]);
-		if (PQstatus(p->conns[i]) != CONNECTION_OK)
+		if (PQstatus(p->conns[i]) != CONNECTION_OK) {
 			PQreset(p->conns[i]);
+			pool_setup(p, p->conns[i]);
+		}
 	}
 	db = p->conns[i];
 	if (db != NULL && PQstatus(db) == CONNECTION_OK &&

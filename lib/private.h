@@ -16,7 +16,9 @@
 
 struct idem_pool;
 
-struct idem_pool *idem_pool_new(const char *conninfo, unsigned size);
+/* request_timeout_ms bounds every statement and idle transaction. */
+struct idem_pool *idem_pool_new(const char *conninfo, unsigned size,
+	    long long request_timeout_ms);
 /* A healthy connection outside any transaction, or NULL after timeout_ms. */
 PGconn	*idem_pool_acquire(struct idem_pool *pool, long long timeout_ms);
 /* Give back; a connection left in a transaction is rolled back first. */
@@ -69,8 +71,21 @@ struct idem_app {
 	struct idem_cfg		 cfg;
 	struct idem_router	 router;
 	struct idem_pool	*pool;
+	char			*listen;	/* -l */
+	struct idem_metrics	*metrics;
 	atomic_int		 stopping;
 };
+
+/* metrics.c */
+struct idem_metrics;
+int	idem_metrics_init(idem_app *app);
+void	idem_metrics_free(idem_app *app);
+void	idem_metrics_request(idem_app *app, const idem_req *req,
+	    double seconds);
+void	idem_metrics_pool_wait(idem_app *app, double seconds);
+void	idem_metrics_add(idem_app *app, int which, long n);
+enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED };
+int	idem_metrics_handler(idem_req *req, void *arg);
 
 /* Outcome of a request, for logs and metrics. */
 enum idem_outcome {
@@ -114,6 +129,7 @@ struct idem_req {
 	int64_t			 record_id;	/* idempotency_keys.id */
 	char			 recovery_point[64];
 	int			 phased;
+	int			 resumed;	/* lease taken over */
 	unsigned		 round_trips;
 	/* statements the handler deferred to the commit flight */
 	size_t			 ndefer;

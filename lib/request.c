@@ -19,6 +19,15 @@
 #define CTYPE_MAX_LEN	256
 #define HEADER_MAX_LEN	8192
 
+static long long
+now_us(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
 /* --- accessors ------------------------------------------------------------ */
 
 const char *
@@ -144,9 +153,13 @@ idem_req_app(const idem_req *req)
 PGconn *
 idem_req_db(idem_req *req)
 {
+	long long	t0;
+
 	if (req->db == NULL && !req->db_unavailable) {
+		t0 = now_us();
 		req->db = idem_pool_acquire(req->app->pool,
 		    req->app->cfg.acquire_timeout_ms);
+		idem_metrics_pool_wait(req->app, (double)(now_us() - t0) / 1e6);
 		if (req->db == NULL)
 			req->db_unavailable = 1;
 	}
@@ -512,15 +525,6 @@ run_plain(idem_req *req)
 	}
 }
 
-static long long
-now_us(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
-}
-
 void
 idem_request_handle(idem_app *app, FCGX_Request *fcgi)
 {
@@ -550,6 +554,7 @@ idem_request_handle(idem_app *app, FCGX_Request *fcgi)
 		idem_pool_release(app->pool, req.db);
 	req.db = NULL;
 	idem_log_request(&req, now_us() - t0);
+	idem_metrics_request(app, &req, (double)(now_us() - t0) / 1e6);
 	idem_resp_reset(&req);
 	idem_buf_free(&req.resp);
 	idem_buf_free(&req.canon);

@@ -13,6 +13,7 @@
 #include <openssl/rand.h>
 #include <yajl/yajl_gen.h>
 
+#include "acquirer.h"
 #include "payments.h"
 
 #define AMOUNT_MAX	1000000000000LL	/* 10^12 minor units */
@@ -324,25 +325,13 @@ payments_create(idem_req *req, void *arg)
 	return idem_resp_header(req, "Location", loc);
 }
 
-int
-payments_create_plain(idem_req *req, void *arg)
-{
-	const char	*on = idem_app_config(idem_req_app(req), "payments",
-	    "bench_routes");
-
-	if (on == NULL || strcmp(on, "on") != 0)
-		return idem_resp_problem(req, IDEM_P_NOT_FOUND,
-		    "no such resource");
-	return payments_create(req, arg);
-}
-
 static const char payment_cols[] =
 	"id, amount, currency, status, amount_refunded, description, "
 	"customer, metadata::text, extract(epoch FROM created_at)::bigint";
 
-/* Render row i of r (payment_cols) into g. */
+/* Render row i of r (payment_cols) into g; status may be overridden. */
 static int
-gen_row(yajl_gen g, const PGresult *r, int i)
+gen_row(yajl_gen g, const PGresult *r, int i, const char *status)
 {
 	struct payment	p;
 
@@ -350,7 +339,7 @@ gen_row(yajl_gen g, const PGresult *r, int i)
 	snprintf(p.id, sizeof(p.id), "%s", PQgetvalue(r, i, 0));
 	p.amount = strtoll(PQgetvalue(r, i, 1), NULL, 10);
 	snprintf(p.currency, sizeof(p.currency), "%s", PQgetvalue(r, i, 2));
-	p.status = PQgetvalue(r, i, 3);
+	p.status = status != NULL ? status : PQgetvalue(r, i, 3);
 	p.refunded = strtoll(PQgetvalue(r, i, 4), NULL, 10);
 	p.description = PQgetisnull(r, i, 5) ? NULL : PQgetvalue(r, i, 5);
 	p.customer = PQgetisnull(r, i, 6) ? NULL : PQgetvalue(r, i, 6);
@@ -411,7 +400,7 @@ payments_get(idem_req *req, void *arg)
 		PQclear(r);
 		return -1;
 	}
-	gen_row(g, r, 0);
+	gen_row(g, r, 0, NULL);
 	PQclear(r);
 	rc = send_gen(req, 200, g);
 	return rc;
@@ -480,7 +469,7 @@ payments_list(idem_req *req, void *arg)
 	gen_str(g, "data");
 	yajl_gen_array_open(g);
 	for (i = 0; i < n && i < limit; i++)
-		gen_row(g, r, i);
+		gen_row(g, r, i, NULL);
 	yajl_gen_array_close(g);
 	gen_str(g, "has_more");
 	yajl_gen_bool(g, n > limit);
@@ -597,4 +586,161 @@ healthz(idem_req *req, void *arg)
 		return idem_resp_problem(req, IDEM_P_UNAVAILABLE,
 		    "the database is not available");
 	return idem_resp_json(req, 200, ok, sizeof(ok) - 1);
+}
+
+/* --- phased create: an external acquirer ---------------------------------- */
+
+#define ACQUIRER_TIMEOUT_S	5
+
+/* The payment that phase 1 of this key record inserted. */
+static PGresult *
+phased_payment(idem_req *req)
+{
+	char		 sql[512], tenant[24], rec[24];
+	const char	*vals[2] = { rec, tenant };
+	PGresult	*r;
+
+	snprintf(tenant, sizeof(tenant), "%lld",
+	    (long long)idem_req_tenant(req));
+	snprintf(rec, sizeof(rec), "%lld", (long long)idem_req_record_id(req));
+	snprintf(sql, sizeof(sql), "SELECT %s, acquirer_status FROM payments "
+	    "WHERE idem_key_id = $1 AND api_key_id = $2", payment_cols);
+	r = PQexecParams(idem_req_db(req), sql, 2, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		PQclear(r);
+		return NULL;
+	}
+	return r;
+}
+
+/* Phase 1: the payment, pending. */
+static int
+phase_insert(idem_req *req, const struct payment *p)
+{
+	char		 amount[24], tenant[24], rec[24];
+	const char	*vals[8];
+	const unsigned char *meta;
+	size_t		 metalen;
+	yajl_gen	 mg;
+	int		 rc;
+
+	if ((mg = gen_new()) == NULL)
+		return -1;
+	gen_metadata(mg, p->metadata);
+	yajl_gen_get_buf(mg, &meta, &metalen);
+	snprintf(amount, sizeof(amount), "%lld", p->amount);
+	snprintf(tenant, sizeof(tenant), "%lld",
+	    (long long)idem_req_tenant(req));
+	snprintf(rec, sizeof(rec), "%lld", (long long)idem_req_record_id(req));
+	vals[0] = p->id;
+	vals[1] = tenant;
+	vals[2] = amount;
+	vals[3] = p->currency;
+	vals[4] = p->description;
+	vals[5] = p->customer;
+	vals[6] = (const char *)meta;
+	vals[7] = rec;
+	rc = idem_req_defer(req, "INSERT INTO payments (id, api_key_id, "
+	    "amount, currency, status, description, customer, metadata, "
+	    "idem_key_id) VALUES ($1, $2, $3, $4, 'pending', $5, $6, "
+	    "$7::jsonb, $8)", 8, vals);
+	yajl_gen_free(mg);
+	return rc == 0 ? idem_req_phase_commit(req, "payment_created") : -1;
+}
+
+/* Phase 2: the charge; the acquirer dedups on our derived key. */
+static int
+phase_charge(idem_req *req, const char *url)
+{
+	struct acquirer_result	 res;
+	char			 key[64];
+	const char		*vals[3];
+	PGresult		*r;
+	int			 rc;
+
+	if ((r = phased_payment(req)) == NULL)
+		return -1;
+	if (idem_req_derived_key(req, "charge", key, sizeof(key)) == -1 ||
+	    acquirer_charge(url, key, PQgetvalue(r, 0, 0),
+	    strtoll(PQgetvalue(r, 0, 1), NULL, 10), PQgetvalue(r, 0, 2),
+	    ACQUIRER_TIMEOUT_S, &res) == -1) {
+		PQclear(r);
+		/* Not stored: the retry resumes here, with the same key. */
+		return idem_resp_problem(req, IDEM_P_UNAVAILABLE,
+		    "the card acquirer did not answer; retry later");
+	}
+	vals[0] = PQgetvalue(r, 0, 0);
+	vals[1] = res.charge;
+	vals[2] = res.approved ? "approved" : "declined";
+	rc = idem_req_defer(req, "UPDATE payments SET acquirer_charge = $2, "
+	    "acquirer_status = $3 WHERE id = $1", 3, vals);
+	PQclear(r);
+	return rc == 0 ? idem_req_phase_commit(req, "charged") : -1;
+}
+
+/* Phase 3: the outcome, and the response stored with it. */
+static int
+phase_finish(idem_req *req)
+{
+	const char	*vals[2];
+	PGresult	*r;
+	yajl_gen	 g;
+	char		 loc[64];
+	int		 approved;
+
+	if ((r = phased_payment(req)) == NULL)
+		return -1;
+	approved = strcmp(PQgetvalue(r, 0, 9), "approved") == 0;
+	vals[0] = PQgetvalue(r, 0, 0);
+	vals[1] = approved ? "succeeded" : "failed";
+	if (idem_req_defer(req, "UPDATE payments SET status = $2 WHERE id = $1",
+	    2, vals) == -1) {
+		PQclear(r);
+		return -1;
+	}
+	if (!approved) {
+		idem_resp_problem(req, IDEM_P_PAYMENT_REQUIRED,
+		    "the card was declined (payment %s)", PQgetvalue(r, 0, 0));
+		PQclear(r);
+		return 0;
+	}
+	if ((g = gen_new()) == NULL) {
+		PQclear(r);
+		return -1;
+	}
+	/* Render as the row will read after commit. */
+	gen_row(g, r, 0, "succeeded");
+	snprintf(loc, sizeof(loc), "/v1/payments/%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	if (send_gen(req, 201, g) == -1)
+		return -1;
+	return idem_resp_header(req, "Location", loc);
+}
+
+int
+payments_create_phased(idem_req *req, void *arg)
+{
+	const char	*url = arg, *rp = idem_req_recovery_point(req);
+	struct payment	 p;
+
+	/* A resumed request enters at its recovery point. */
+	if (rp != NULL && strcmp(rp, "started") == 0) {
+		memset(&p, 0, sizeof(p));
+		if (validate_payment(req, idem_req_json(req), &p) == -1)
+			return 0;	/* a 400, stored with the key */
+		if (new_id("pay_", p.id, sizeof(p.id)) == -1 ||
+		    phase_insert(req, &p) == -1)
+			return -1;
+		rp = idem_req_recovery_point(req);
+	}
+	if (rp != NULL && strcmp(rp, "payment_created") == 0) {
+		if (phase_charge(req, url) == -1)
+			return -1;
+		rp = idem_req_recovery_point(req);
+		if (strcmp(rp, "charged") != 0)
+			return 0;	/* the 503 set by phase_charge */
+	}
+	if (rp != NULL && strcmp(rp, "charged") == 0)
+		return phase_finish(req);
+	return -1;
 }

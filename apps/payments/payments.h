@@ -7,7 +7,8 @@
 #include <idem.h>
 
 int	payments_create(idem_req *req, void *arg);
-int	payments_create_plain(idem_req *req, void *arg);
+/* arg: the acquirer URL */
+int	payments_create_phased(idem_req *req, void *arg);
 int	payments_get(idem_req *req, void *arg);
 int	payments_list(idem_req *req, void *arg);
 int	refunds_create(idem_req *req, void *arg);

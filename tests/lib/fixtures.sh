@@ -69,7 +69,16 @@ fixture_start() {
 	# Ready when /healthz answers 200 through the server (a condition,
 	# not a sleep); give up early if the server process dies.
 	IDEM_WAIT_PID=$FX_SERVER_PID idem_wait_until 30 "$name" \
-	    idem_http_ok "http://$FX_BASE/healthz"
+	    idem_http_ok "http://$FX_BASE/healthz" || return 1
+	if [ "$name" = apache-fcgid ]; then
+		# mod_fcgid gives each process its own socket in FcgidIPCDir
+		# ("PID.N"); the first one serves the direct FastCGI checks.
+		local s
+		for s in "$dir"/apache/fcgid/*; do
+			[ -S "$s" ] && { FX_FCGI=$s; break; }
+		done
+	fi
+	return 0
 }
 
 # fixture_stop NAME: stop the web server, then SIGTERM every app process

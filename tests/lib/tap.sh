@@ -3,13 +3,15 @@
 #   tap_pass NAME                 one passed test (printed "ok - NAME")
 #   tap_fail NAME [DIAG]          one failed test (printed "not ok - NAME")
 #   tap_skip NAME REASON          one skipped test, with its reason
-#   tap_consume LABEL RC [quiet]  read TAP on stdin (a program's output and
+#   tap_consume LABEL RC [MODE]   read TAP on stdin (a program's output and
 #                                 its exit status RC): each "ok"/"not ok"
 #                                 line is one test; "# SKIP" is a skip and
 #                                 "not ok ... # TODO" too.  A missing or
 #                                 wrong plan, or RC != 0 without a failing
 #                                 test, is one more failure.  Lines are
-#                                 echoed prefixed by LABEL unless quiet.
+#                                 echoed prefixed by LABEL; MODE "brief":
+#                                 only failures (with their diagnostics),
+#                                 skips and a count; "quiet": nothing.
 #   tap_summary                   list the failures and the skips
 #   tap_closing_line              "N passed, N failed, N skipped"
 #
@@ -42,8 +44,19 @@ tap_consume() {
 	local re_ok='^ok([[:space:]]|$)' re_nok='^not ok([[:space:]]|$)'
 	local re_skip='#[[:space:]]*[Ss][Kk][Ii][Pp]([[:space:]]|$)(.*)'
 	local re_todo='#[[:space:]]*[Tt][Oo][Dd][Oo]([[:space:]]|$)(.*)'
+	local show=0 s0=$TAP_SKIPPED
 	while IFS= read -r line; do
-		[ -z "$quiet" ] && printf '%s: %s\n' "$label" "$line"
+		case $quiet in
+		'') printf '%s: %s\n' "$label" "$line" ;;
+		brief)	# failures with their diagnostics, and skips
+			if [[ $line =~ $re_nok ]] || { [[ $line =~ $re_ok ]] && [[ $line =~ $re_skip ]]; }; then
+				show=1
+			elif [[ ! $line =~ ^# ]]; then
+				show=0
+			fi
+			[ "$show" = 1 ] && printf '%s: %s\n' "$label" "$line"
+			[[ $line =~ $re_skip ]] && show=0 ;;
+		esac
 		desc=${line#ok}; desc=${desc#not ok}
 		desc=${desc#"${desc%%[![:space:]0-9]*}"}; desc=${desc#- }
 		desc=${desc%%#*}; desc=${desc%"${desc##*[![:space:]]}"}
@@ -76,6 +89,8 @@ tap_consume() {
 			fi
 		fi
 	done
+	[ "$quiet" = brief ] && printf '%s: %d tests, %d failed, %d skipped\n' \
+	    "$label" "$n" "$f" $((TAP_SKIPPED - s0))
 	if [ -z "$plan" ]; then
 		tap_fail "$label: no TAP plan (1..N): it died or was cut short (exit $rc)"
 	elif [ "$plan" != "$n" ]; then

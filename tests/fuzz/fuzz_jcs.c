@@ -1,0 +1,121 @@
+/*
+ * fuzz_jcs.c - libFuzzer harness for idem_jcs_canonicalize() (lib/jcs.c).
+ *
+ * The input is one JSON text.  Properties checked (abort() on violation):
+ *   - canonicalising is idempotent: if the input is accepted, then
+ *     canonicalising its canonical form again succeeds and gives
+ *     byte-identical output;
+ *   - the canonical form is JSON: yajl_tree_parse() accepts it;
+ *   - a refused input leaves the output buffer as it was and gives a
+ *     non-empty reason;
+ *   - the canonical form holds no insignificant whitespace and no raw
+ *     control characters.
+ * AddressSanitizer and LeakSanitizer catch the rest (the input is an
+ * exact-size heap copy, so reading past len is caught too).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yajl/yajl_tree.h>
+
+#include "internal.h"
+
+int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void
+fail(const char *what, const struct idem_buf *a, const struct idem_buf *b)
+{
+	fprintf(stderr, "fuzz_jcs: property violated: %s\n", what);
+	if (a != NULL && a->p != NULL)
+		fprintf(stderr, "  first:  %.*s\n", (int)a->len, a->p);
+	if (b != NULL && b->p != NULL)
+		fprintf(stderr, "  second: %.*s\n", (int)b->len, b->p);
+	abort();
+}
+
+/* Outside strings: no blanks; inside: no raw byte below 0x20. */
+static int
+tidy(const struct idem_buf *b)
+{
+	size_t	 i;
+	int	 in_str = 0;
+	unsigned char c;
+
+	for (i = 0; i < b->len; i++) {
+		c = (unsigned char)b->p[i];
+		if (c < 0x20)
+			return 0;
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = 0;
+		} else if (c == '"')
+			in_str = 1;
+		else if (c == ' ')
+			return 0;
+	}
+	return !in_str;
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct idem_buf	 one = { 0 }, two = { 0 };
+	yajl_val	 tree;
+	char		*in, err[128], yerr[128];
+	int		 rc;
+
+	if ((in = malloc(size > 0 ? size : 1)) == NULL)
+		return 0;
+	if (size > 0)
+		memcpy(in, data, size);
+
+	err[0] = '\0';
+	rc = idem_jcs_canonicalize(in, size, IDEM_JSON_MAX_DEPTH, &one,
+	    err, sizeof(err));
+	free(in);
+	if (rc != 0) {
+		if (rc != -1)
+			fail("return value neither 0 nor -1", NULL, NULL);
+		if (err[0] == '\0')
+			fail("refused without a reason", NULL, NULL);
+		if (one.len != 0)
+			fail("refused but wrote output", &one, NULL);
+		idem_buf_free(&one);
+		return 0;
+	}
+	if (one.len == 0 || one.p == NULL)
+		fail("accepted, but the canonical form is empty", NULL, NULL);
+	if (memchr(one.p, '\0', one.len) != NULL)
+		fail("NUL byte in the canonical form", &one, NULL);
+	if (!tidy(&one))
+		fail("whitespace or control byte in the canonical form",
+		    &one, NULL);
+
+	/* Idempotent: canonical(canonical(x)) == canonical(x). */
+	err[0] = '\0';
+	if (idem_jcs_canonicalize(one.p, one.len, IDEM_JSON_MAX_DEPTH, &two,
+	    err, sizeof(err)) != 0) {
+		fprintf(stderr, "fuzz_jcs: reason: %s\n", err);
+		fail("the canonical form is refused", &one, NULL);
+	}
+	if (two.len != one.len || memcmp(one.p, two.p, one.len) != 0)
+		fail("canonicalising twice changes the text", &one, &two);
+
+	/* The canonical form is JSON to another parser too. */
+	if (idem_buf_nul(&one) == -1)
+		abort();
+	yerr[0] = '\0';
+	if ((tree = yajl_tree_parse(one.p, yerr, sizeof(yerr))) == NULL) {
+		fprintf(stderr, "fuzz_jcs: yajl_tree_parse: %s\n", yerr);
+		fail("yajl_tree_parse refuses the canonical form", &one, NULL);
+	}
+	yajl_tree_free(tree);
+
+	idem_buf_free(&one);
+	idem_buf_free(&two);
+	return 0;
+}
