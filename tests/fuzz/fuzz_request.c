@@ -1,0 +1,198 @@
+/*
+ * fuzz_request.c - libFuzzer harness for the request parameters as they
+ * arrive: a request line and header fields.
+ *
+ * The query decoder itself (idem_req_query in lib/request.c) needs a whole
+ * idem_req (FastCGI request, app, pool), so it is not fuzzed here; this
+ * harness feeds the two parsers a request's parameters do go through,
+ * idem_router_match() (lib/router.c) and idem_sfv_key() (lib/sfv.c), with
+ * header-like input:
+ *
+ *	METHOD SP TARGET            TARGET = PATH ["?" QUERY]
+ *	Name: value                 (any number of lines, LF or CRLF)
+ *
+ * The path (query cut off, as the server does) is matched against the
+ * payments routes; every header value (OWS kept, as the server passes it)
+ * goes to idem_sfv_key() as an exact-size heap copy, and Idempotency-Key
+ * values are also tried with a small output buffer.  Properties (abort()
+ * on violation): a matched parameter is a non-empty segment of
+ * [A-Za-z0-9._~-]; a key is 1..IDEM_KEY_MAX bytes of 0x20-0x7e; parsing
+ * a value twice gives the same result; nothing leaks.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int	LLVMFuzzerInitialize(int *argc, char ***argv);
+
+static struct idem_router	 router;
+
+static int
+handler(idem_req *req, void *arg)
+{
+	(void)req;
+	(void)arg;
+	return 0;
+}
+
+static void
+fail(const char *what, const char *s, size_t n)
+{
+	fprintf(stderr, "fuzz_request: property violated: %s\n", what);
+	if (s != NULL)
+		fprintf(stderr, "  input: [%.*s]\n", (int)n, s);
+	abort();
+}
+
+int
+LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	if (idem_router_add(&router, "POST", "/v1/payments", 0, handler,
+	    NULL) == -1 ||
+	    idem_router_add(&router, "GET", "/v1/payments", 0, handler,
+	    NULL) == -1 ||
+	    idem_router_add(&router, "GET", "/v1/payments/:id", 0, handler,
+	    NULL) == -1 ||
+	    idem_router_add(&router, "POST", "/v1/payments/:id/refunds", 0,
+	    handler, NULL) == -1 ||
+	    idem_router_add(&router, "GET", "/healthz", 0, handler,
+	    NULL) == -1)
+		abort();
+	return 0;
+}
+
+static char *
+dupn(const char *p, size_t n)
+{
+	char	*s;
+
+	if ((s = malloc(n + 1)) == NULL)
+		abort();
+	memcpy(s, p, n);
+	s[n] = '\0';
+	return s;
+}
+
+static void
+request_line(const char *line, size_t len)
+{
+	const struct idem_route	*rt;
+	struct idem_params	 pa;
+	const char		*sp, *v;
+	char			*method, *path, allow[64];
+	size_t			 n, i, j;
+
+	if ((sp = memchr(line, ' ', len)) == NULL)
+		return;
+	method = dupn(line, (size_t)(sp - line));
+	n = len - (size_t)(sp - line) - 1;
+	v = memchr(sp + 1, '?', n);
+	path = dupn(sp + 1, v != NULL ? (size_t)(v - sp - 1) : n);
+
+	if (idem_router_match(&router, method, path, &rt, &pa, allow,
+	    sizeof(allow)) == IDEM_MATCH_OK) {
+		if (rt == NULL)
+			fail("OK without a route", line, len);
+		for (i = 0; i < pa.n; i++) {
+			v = pa.value[i];
+			if (v == NULL || v[0] == '\0')
+				fail("empty parameter", line, len);
+			for (j = 0; v[j] != '\0'; j++)
+				if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				    "abcdefghijklmnopqrstuvwxyz"
+				    "0123456789._~-", v[j]) == NULL)
+					fail("bad byte in a parameter", line,
+					    len);
+			if (strstr(path, v) == NULL)
+				fail("parameter not in the path", line, len);
+		}
+	}
+	idem_params_free(&pa);
+	free(method);
+	free(path);
+}
+
+static int
+key(const char *value, size_t len, char *out, size_t outlen)
+{
+	char	*copy;
+	size_t	 i, n;
+	int	 rc;
+
+	/* Exact size, no NUL after it: a read beyond len is caught. */
+	if ((copy = malloc(len > 0 ? len : 1)) == NULL)
+		abort();
+	if (len > 0)
+		memcpy(copy, value, len);
+	rc = idem_sfv_key(copy, len, out, outlen);
+	free(copy);
+	if (rc == IDEM_KEY_OK) {
+		n = strnlen(out, outlen);
+		if (n == 0 || n > IDEM_KEY_MAX || n >= outlen)
+			fail("key length out of range", value, len);
+		for (i = 0; i < n; i++)
+			if ((unsigned char)out[i] < 0x20 ||
+			    (unsigned char)out[i] > 0x7e)
+				fail("key byte outside 0x20-0x7e", value, len);
+	} else if (rc != IDEM_KEY_INVALID)
+		fail("key result neither OK nor INVALID", value, len);
+	else if (out[0] != '\0')
+		fail("refused key, but output not empty", value, len);
+	return rc;
+}
+
+static void
+header_line(const char *line, size_t len)
+{
+	const char	*colon;
+	char		 k1[IDEM_KEY_MAX + 1], k2[IDEM_KEY_MAX + 1], *small;
+	size_t		 nlen, vlen, smalllen;
+	int		 rc;
+
+	if ((colon = memchr(line, ':', len)) == NULL)
+		return;
+	nlen = (size_t)(colon - line);
+	vlen = len - nlen - 1;
+	rc = key(colon + 1, vlen, k1, sizeof(k1));
+	if (key(colon + 1, vlen, k2, sizeof(k2)) != rc || strcmp(k1, k2) != 0)
+		fail("parsing twice differs", line, len);
+	if (nlen == strlen("Idempotency-Key") &&
+	    strncasecmp(line, "Idempotency-Key", nlen) == 0) {
+		smalllen = 1 + vlen % 8;
+		if ((small = malloc(smalllen)) == NULL)
+			abort();
+		if (key(colon + 1, vlen, small, smalllen) == IDEM_KEY_OK &&
+		    (rc != IDEM_KEY_OK || strcmp(small, k1) != 0))
+			fail("small buffer gives another key", line, len);
+		free(small);
+	}
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const char	*p = (const char *)data, *end = p + size, *nl;
+	size_t		 n;
+	int		 first = 1;
+
+	while (p < end) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		n = nl != NULL ? (size_t)(nl - p) : (size_t)(end - p);
+		if (n > 0 && p[n - 1] == '\r')
+			n--;
+		if (first)
+			request_line(p, n);
+		else
+			header_line(p, n);
+		first = 0;
+		p = nl != NULL ? nl + 1 : end;
+	}
+	return 0;
+}
