@@ -8,8 +8,8 @@
  * idem_router_match() (lib/router.c) and idem_sfv_key() (lib/sfv.c), with
  * header-like input:
  *
- *	METHOD SP TARGET            TARGET = PATH ["?" QUERY]
- *	Name: value                 (any number of lines, LF or CRLF)
+ *	METHOD SP TARGET [SP VERSION]    TARGET = PATH ["?" QUERY]
+ *	Name: value                      (any number, LF or CRLF)
  *
  * The path (query cut off, as the server does) is matched against the
  * payments routes; every header value (OWS kept, as the server passes it)
@@ -92,9 +92,11 @@ request_line(const char *line, size_t len)
 	if ((sp = memchr(line, ' ', len)) == NULL)
 		return;
 	method = dupn(line, (size_t)(sp - line));
+	/* The path ends at '?' (the query) or ' ' (" HTTP/1.1"). */
 	n = len - (size_t)(sp - line) - 1;
-	v = memchr(sp + 1, '?', n);
-	path = dupn(sp + 1, v != NULL ? (size_t)(v - sp - 1) : n);
+	for (i = 0; i < n && sp[1 + i] != '?' && sp[1 + i] != ' '; i++)
+		;
+	path = dupn(sp + 1, i);
 
 	if (idem_router_match(&router, method, path, &rt, &pa, allow,
 	    sizeof(allow)) == IDEM_MATCH_OK) {

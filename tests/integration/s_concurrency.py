@@ -56,7 +56,6 @@ def _(t):
                          "%d and description = %s" % (t.a.id, q(desc))), 1,
                 "payments rows")
     t.expect_eq(len(t.key_rows(t.a, k)), 1, "idempotency_keys rows")
-    t.notes.clear()
 
 
 @check("concurrent refunds with different keys never exceed the amount")

@@ -27,6 +27,41 @@ def _(t):
     t.expect_eq(len(t.key_rows(t.a, k)), 1, "idempotency_keys rows")
 
 
+@check("40 sequential retries of a completed request are all replays "
+       "(never 409: nothing is in flight)")
+def _(t):
+    k = t.new_key()
+    body = t.payment_body()
+    first = t.post(PAY, body, key=k)
+    t.expect_status(first, 201)
+    got = []
+    for i in range(40):
+        r = t.post(PAY, body, key=k)
+        got.append(r.status)
+        if r.status != 201:
+            t.fail("retry %d (sequential, after the 201 was received) "
+                   "answered %s %s; statuses so far %s"
+                   % (i + 1, r.status, r.problem_type(), got))
+        t.expect_replay_of(r, first)
+
+
+@check("retries right after a 422 and after a replay still replay "
+       "(never 409)")
+def _(t):
+    k = t.new_key()
+    body = t.payment_body(amount=321)
+    first = t.post(PAY, body, key=k)
+    t.expect_status(first, 201)
+    for i in range(20):
+        r = t.post(PAY, t.payment_body(amount=322), key=k)
+        t.expect_problem(r, 422, "idempotency-key-reused")
+        r = t.post(PAY, body, key=k)
+        if r.status == 409:
+            t.fail("round %d: a retry right after a 422 answered 409 "
+                   "although nothing was in flight" % (i + 1))
+        t.expect_replay_of(r, first)
+
+
 @check("same key + different body -> 422 idempotency-key-reused, "
        "nothing new stored")
 def _(t):
@@ -77,6 +112,24 @@ def _(t):
     r = t.post(PAY + "/" + p2["id"] + "/refunds", {"amount": 10}, key=k)
     t.expect_problem(r, 422, "idempotency-key-reused")
     t.expect_counts_unchanged(before)
+
+
+@check("a key past its expires_at is forgotten: reuse executes afresh "
+       "(no 422, no replay)")
+def _(t):
+    k = t.new_key()
+    first = t.post(PAY, t.payment_body(amount=111), key=k)
+    t.expect_status(first, 201)
+    t.db.run("update idempotency_keys set expires_at = now() - interval "
+             "'1 second', created_at = now() - interval '2 days' "
+             "where api_key_id = %d and key = %s" % (t.a.id, q(k)))
+    r = t.post(PAY, t.payment_body(amount=222), key=k)
+    t.expect_status(r, 201)
+    t.expect_not_replayed(r)
+    t.expect(r.json()["id"] != first.json()["id"], "same payment id")
+    again = t.post(PAY, t.payment_body(amount=222), key=k)
+    t.expect_replay_of(again, r)
+    t.expect_eq(len(t.key_rows(t.a, k)), 1, "idempotency_keys rows")
 
 
 # --- RFC 8785: equivalent JSON texts are the same request --------------------

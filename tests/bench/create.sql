@@ -1,0 +1,63 @@
+-- create.sql - pgbench script for tests/bench/run: the SQL of one
+-- POST /v1/payments with a new key, as lib/idempotency.c and
+-- apps/payments/payments.c send it, in the same two round trips:
+--   flight 1: BEGIN; the advisory lock; the lookup/insert CTE
+--   flight 2: the deferred INSERT INTO payments; store the response; COMMIT
+-- Statements joined by \; go to the server as one message (one round
+-- trip), as the app's pipelined flights do.  The CTE is the app's text;
+-- only output columns are aliased (tenant_id, ins_id, stale), so
+-- that \gset gets valid variable names.
+--
+-- Variables (pgbench -D): n (0, a per-client counter), run (a tag of the
+-- run, so that runs never reuse keys), tenant (api_keys.id), hash (hex of
+-- SHA-256 of the secret), created (epoch seconds).
+\set n :n + 1
+\set lock random(-4611686018427387903, 4611686018427387903)
+\set p1 random(100000000000, 999999999999)
+\set p2 random(100000000000, 999999999999)
+BEGIN \;
+SELECT pg_try_advisory_xact_lock(:lock::bigint) \;
+WITH t AS (SELECT id FROM api_keys
+    WHERE secret_hash = '\x:hash'::bytea AND revoked_at IS NULL),
+ cur AS (SELECT k.id, k.request_method, k.request_path,
+    k.request_fingerprint, k.state, k.response_status,
+    k.response_headers::text, k.response_body,
+    k.expires_at > now() AS live, k.recovery_point,
+    k.locked_at < now() - 300000::bigint * interval '1 millisecond'
+      AS stale
+  FROM idempotency_keys k, t
+  WHERE k.api_key_id = t.id AND k.key = 'p-:run-:client_id-:n'),
+ ins AS (INSERT INTO idempotency_keys AS k (api_key_id, key,
+    request_method, request_path, request_fingerprint, state,
+    recovery_point, locked_at, created_at, expires_at)
+  SELECT t.id, 'p-:run-:client_id-:n', 'POST', '/v1/payments',
+    '\x5d41402abc4b2a76b9719d911017c5925d41402abc4b2a76b9719d911017c592'::bytea,
+    'in_progress', 'started', now(), now(),
+    now() + 604800000::bigint * interval '1 millisecond'
+  FROM t WHERE pg_try_advisory_xact_lock(:lock::bigint)
+    AND NOT EXISTS (SELECT 1 FROM cur WHERE cur.live)
+  ON CONFLICT (api_key_id, key) DO UPDATE SET
+    request_method = EXCLUDED.request_method,
+    request_path = EXCLUDED.request_path,
+    request_fingerprint = EXCLUDED.request_fingerprint,
+    state = 'in_progress', recovery_point = 'started',
+    response_status = NULL, response_headers = NULL,
+    response_body = NULL, locked_at = now(), created_at = now(),
+    expires_at = EXCLUDED.expires_at
+  WHERE k.expires_at <= now()
+  RETURNING k.id)
+ SELECT (SELECT id FROM t) AS tenant_id, (SELECT id FROM ins) AS ins_id,
+   cur.*
+ FROM (SELECT 1) AS one LEFT JOIN cur ON true
+\gset
+INSERT INTO payments (id, api_key_id, amount, currency, status,
+    description, customer, metadata, created_at)
+  VALUES ('pay_:p1:p2', :tenant, 1234, 'eur', 'succeeded', 'benchmark',
+    NULL, '{}'::jsonb, to_timestamp(:created)) \;
+UPDATE idempotency_keys SET state = 'completed',
+ response_status = 201,
+ response_headers = '{"Content-Type":"application/json","Location":"/v1/payments/pay_:p1:p2"}'::jsonb,
+ response_body = '{"id":"pay_:p1:p2","object":"payment","amount":1234,"currency":"eur","status":"succeeded","amount_refunded":0,"description":"benchmark","customer":null,"metadata":{},"created":1700000000}'::bytea,
+ locked_at = NULL, recovery_point = 'finished'
+ WHERE id = :ins_id \;
+COMMIT;

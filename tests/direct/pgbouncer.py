@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""pgbouncer.py - the middleware through pgbouncer in transaction pooling
+mode (unnamed statements and pipelines only): new, replay, 422, and
+concurrent requests, none of which may hang.  Prints TAP.  Usage:
+  pgbouncer.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
+"""
+
+import argparse
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True
+from direct import App, api_key, done, ok, write_conf  # noqa: E402
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for o in ("--builddir", "--srcdir", "--pghost", "--pgport"):
+        ap.add_argument(o, required=True)
+    a = ap.parse_args()
+    if shutil.which("pgbouncer") is None:
+        ok(True, "pgbouncer # SKIP pgbouncer is not installed")
+        return done()
+
+    tmp = tempfile.mkdtemp(prefix="idem-pgb.")
+    os.chmod(tmp, 0o755)
+    port = free_port()
+    ini = os.path.join(tmp, "pgbouncer.ini")
+    with open(ini, "w") as f:
+        f.write("[databases]\npostgres = host=%s port=%s dbname=postgres "
+                "user=postgres\n[pgbouncer]\nlisten_addr =\nlisten_port = %d\n"
+                "unix_socket_dir = %s\nauth_type = trust\nauth_file = %s\n"
+                "pool_mode = transaction\ndefault_pool_size = 4\n"
+                "max_client_conn = 100\nlogfile = %s\npidfile = %s\n"
+                "query_wait_timeout = 10\n"
+                % (a.pghost, a.pgport, port, tmp,
+                   os.path.join(tmp, "users.txt"),
+                   os.path.join(tmp, "pgbouncer.log"),
+                   os.path.join(tmp, "pgbouncer.pid")))
+    with open(os.path.join(tmp, "users.txt"), "w") as f:
+        f.write('"postgres" ""\n')
+    cmd = ["pgbouncer", "-d", ini]
+    if os.getuid() == 0:
+        # pgbouncer refuses root: its files belong to postgres.
+        pw = pwd.getpwnam("postgres")
+        for name in os.listdir(tmp) + [""]:
+            os.chown(os.path.join(tmp, name), pw.pw_uid, pw.pw_gid)
+        cmd = ["runuser", "-u", "postgres", "--"] + cmd
+    subprocess.run(cmd, check=True)
+    sockpath = os.path.join(tmp, ".s.PGSQL.%d" % port)
+    deadline = time.time() + 10
+    while not os.path.exists(sockpath) and time.time() < deadline:
+        time.sleep(0.05)
+    ok(os.path.exists(sockpath), "pgbouncer listens")
+
+    direct = os.path.join(tmp, "direct.ini")
+    write_conf(direct, a.pghost, a.pgport)
+    secret = api_key(a.builddir, a.srcdir, direct, "pgbouncer")
+    conf = os.path.join(tmp, "app.ini")
+    write_conf(conf, tmp, port, "pool_size = 8\nacquire_timeout = 5s\n")
+    app = App(a.builddir, conf, os.path.join(tmp, "app.sock"),
+              os.path.join(tmp, "app.log"))
+    try:
+        body = b'{"amount":700,"currency":"eur"}'
+        s1, r1 = app.request(secret, "POST", "/v1/payments", body, "pgb-1")
+        ok(s1.startswith("Status: 201"), "new key through pgbouncer: 201", s1)
+        s2, r2 = app.request(secret, "POST", "/v1/payments", body, "pgb-1")
+        ok(s2.startswith("Status: 201") and
+           b"Idempotent-Replayed: true" in r2, "replay through pgbouncer", s2)
+        ok(r1.split(b"\r\n\r\n", 1)[-1] == r2.split(b"\r\n\r\n", 1)[-1],
+           "replayed body is byte-identical")
+        s3, _ = app.request(secret, "POST", "/v1/payments",
+                            b'{"amount":701,"currency":"eur"}', "pgb-1")
+        ok(s3.startswith("Status: 422"), "changed body: 422", s3)
+
+        # 24 concurrent requests: 16 distinct keys and 8 of one key.
+        results = {}
+
+        def worker(i):
+            key = "pgb-c%d" % i if i < 16 else "pgb-same"
+            results[i] = app.request(secret, "POST", "/v1/payments", body,
+                                     key, timeout=15)[0]
+        threads = [threading.Thread(target=worker, args=(i,))
+                   for i in range(24)]
+        t0 = time.time()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        took = time.time() - t0
+        distinct = [results[i] for i in range(16)]
+        same = [results[i] for i in range(16, 24)]
+        ok(all(s.startswith("Status: 201") for s in distinct),
+           "16 concurrent new keys: all 201", distinct)
+        ok(all(s.startswith("Status: 201") or s.startswith("Status: 409")
+               for s in same), "8 concurrent same key: 201 or 409", same)
+        ok(took < 10, "no request hangs (%.1f s for all)" % took)
+        n = subprocess.run(["psql", "-h", a.pghost, "-p", a.pgport, "-U",
+                            "postgres", "-Atc", "SELECT count(*) FROM "
+                            "idempotency_keys k JOIN api_keys a ON "
+                            "a.id = k.api_key_id WHERE a.name = 'pgbouncer' "
+                            "AND k.key = 'pgb-same'"],
+                           capture_output=True, text=True).stdout.strip()
+        ok(n == "1", "one record for the concurrent key", n)
+        n = subprocess.run(["psql", "-h", a.pghost, "-p", a.pgport, "-U",
+                            "postgres", "-Atc", "SELECT count(*) FROM "
+                            "payments p JOIN api_keys a ON a.id = "
+                            "p.api_key_id WHERE a.name = 'pgbouncer'"],
+                           capture_output=True, text=True).stdout.strip()
+        ok(n == "18", "exactly one payment per key (18)", n)
+    finally:
+        app.stop()
+        pid = open(os.path.join(tmp, "pgbouncer.pid")).read().strip() \
+            if os.path.exists(os.path.join(tmp, "pgbouncer.pid")) else None
+        if pid:
+            subprocess.run(["kill", pid])
+    return done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

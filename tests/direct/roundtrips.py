@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""roundtrips.py - count the client-server round trips of the middleware.
+
+A proxy sits between payments.fcgi and PostgreSQL and counts the client's
+sends ("flights": data sent after the server last spoke).  Each request is
+sent straight over FastCGI with cgi-fcgi, one at a time, on a pool of one
+connection, and the test asserts:
+  new key            2 flights, both waited on (db_round_trips 2 in the log)
+  replay, 409, 422   1 flight waited on; the 2nd send is the ROLLBACK that
+                     goes out without waiting for its answer
+Prints TAP.  Usage:
+  roundtrips.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
+"""
+
+import argparse
+import hashlib
+import os
+import select
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True
+from direct import App, api_key, done, ok, write_conf  # noqa: E402
+
+class Proxy:
+    """Unix-socket proxy that records each client flight's first bytes."""
+
+    def __init__(self, listen_path, target_path):
+        self.flights = []
+        self.lock = threading.Lock()
+        self.target = target_path
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(listen_path)
+        self.srv.listen(16)
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            c, _ = self.srv.accept()
+            threading.Thread(target=self.pump, args=(c,), daemon=True).start()
+
+    def pump(self, c):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(self.target)
+        last = "server"
+        while True:
+            r, _, _ = select.select([c, s], [], [])
+            for fd in r:
+                data = fd.recv(65536)
+                if not data:
+                    c.close()
+                    s.close()
+                    return
+                if fd is c:
+                    if last == "server":
+                        with self.lock:
+                            self.flights.append(data[:64])
+                    last = "client"
+                    s.sendall(data)
+                else:
+                    last = "server"
+                    c.sendall(data)
+
+    def count(self):
+        with self.lock:
+            return len(self.flights)
+
+    def since(self, n):
+        with self.lock:
+            return list(self.flights[n:])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--builddir", required=True)
+    ap.add_argument("--srcdir", required=True)
+    ap.add_argument("--pghost", required=True)
+    ap.add_argument("--pgport", required=True)
+    a = ap.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="idem-rt.")
+    port = a.pgport
+    proxy = Proxy(os.path.join(tmp, ".s.PGSQL.%s" % port),
+                  os.path.join(a.pghost, ".s.PGSQL.%s" % port))
+    conf = os.path.join(tmp, "rt.ini")
+    write_conf(conf, tmp, port, "pool_size = 1\n[server]\nthreads = 1\n")
+    # idemctl talks to the server directly, not through the proxy.
+    direct = os.path.join(tmp, "direct.ini")
+    write_conf(direct, a.pghost, port)
+    secret = api_key(a.builddir, a.srcdir, direct, "roundtrips")
+    app = App(a.builddir, conf, os.path.join(tmp, "app.sock"),
+              os.path.join(tmp, "app.log"))
+    try:
+        def request(method, uri, body=b"", key=None):
+            return app.request(secret, method, uri, body, key)[0]
+
+        head = request("GET", "/healthz")
+        ok(head.startswith("Status: 200"), "app answers /healthz", head)
+
+        body = b'{"amount":100,"currency":"eur"}'
+        cases = []
+        n0 = proxy.count()
+        head = request("POST", "/v1/payments", body, "rt-1")
+        cases.append(("new key", head, "201", proxy.since(n0), 2, 2))
+
+        n0 = proxy.count()
+        head = request("POST", "/v1/payments", body, "rt-1")
+        cases.append(("replay", head, "201", proxy.since(n0), 2, 1))
+
+        n0 = proxy.count()
+        head = request("POST", "/v1/payments",
+                       b'{"amount":101,"currency":"eur"}', "rt-1")
+        cases.append(("422", head, "422", proxy.since(n0), 2, 1))
+
+        # 409: hold the key's advisory lock from another session.
+        h = hashlib.sha256(hashlib.sha256(secret.encode()).digest() +
+                           b"rt-2").digest()
+        lock = int.from_bytes(h[:8], "big", signed=True)
+        holder = subprocess.Popen(
+            ["psql", "-h", a.pghost, "-p", port, "-U", "postgres", "-At",
+             "-v", "ON_ERROR_STOP=1"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True)
+        holder.stdin.write("SELECT pg_advisory_lock(%d);\n\\echo held\n"
+                           % lock)
+        holder.stdin.flush()
+        held = holder.stdout.readline().strip() + \
+            holder.stdout.readline().strip()
+        n0 = proxy.count()
+        head = request("POST", "/v1/payments", body, "rt-2")
+        cases.append(("409", head, "409", proxy.since(n0), 2, 1))
+        holder.stdin.close()
+        holder.wait(timeout=10)
+        ok("held" in held, "another session holds the key's lock", held)
+
+        for name, head, status, flights, nflights, waited in cases:
+            ok(head.startswith("Status: " + status),
+               "%s: status %s" % (name, status), head)
+            ok(len(flights) == nflights,
+               "%s: %d client flights to PostgreSQL" % (name, nflights),
+               "flights: %r" % flights)
+            if name != "new key":
+                ok(len(flights) >= 2 and b"ROLLBACK" in flights[-1],
+                   "%s: the second flight is the unwaited ROLLBACK" % name,
+                   flights)
+        # The log says how many flights each request waited on.
+        posts = [r for r in app.log_lines() if r.get("msg") == "request"
+                 and r.get("method") == "POST"]
+        got = [(r.get("outcome"), r.get("db_round_trips")) for r in posts]
+        want = [("created", 2), ("replayed", 1), ("reused", 1),
+                ("in_flight", 1)]
+        ok(got == want, "waited-on round trips per outcome %r" % want, got)
+    finally:
+        app.stop()
+    return done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
