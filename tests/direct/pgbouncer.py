@@ -71,7 +71,8 @@ def main():
 
     direct = os.path.join(tmp, "direct.ini")
     write_conf(direct, a.pghost, a.pgport)
-    secret = api_key(a.builddir, a.srcdir, direct, "pgbouncer")
+    tenant = "pgbouncer-%d-%d" % (os.getpid(), int(time.time()))
+    secret = api_key(a.builddir, a.srcdir, direct, tenant)
     conf = os.path.join(tmp, "app.ini")
     write_conf(conf, tmp, port, "pool_size = 8\nacquire_timeout = 5s\n")
     app = App(a.builddir, conf, os.path.join(tmp, "app.sock"),
@@ -111,18 +112,17 @@ def main():
         ok(all(s.startswith("Status: 201") or s.startswith("Status: 409")
                for s in same), "8 concurrent same key: 201 or 409", same)
         ok(took < 10, "no request hangs (%.1f s for all)" % took)
-        n = subprocess.run(["psql", "-h", a.pghost, "-p", a.pgport, "-U",
-                            "postgres", "-Atc", "SELECT count(*) FROM "
-                            "idempotency_keys k JOIN api_keys a ON "
-                            "a.id = k.api_key_id WHERE a.name = 'pgbouncer' "
-                            "AND k.key = 'pgb-same'"],
-                           capture_output=True, text=True).stdout.strip()
+        def sql(q):
+            return subprocess.run(["psql", "-h", a.pghost, "-p", a.pgport,
+                                   "-U", "postgres", "-Atc", q],
+                                  capture_output=True,
+                                  text=True).stdout.strip()
+        n = sql("SELECT count(*) FROM idempotency_keys k JOIN api_keys a ON "
+                "a.id = k.api_key_id WHERE a.name = '%s' AND "
+                "k.key = 'pgb-same'" % tenant)
         ok(n == "1", "one record for the concurrent key", n)
-        n = subprocess.run(["psql", "-h", a.pghost, "-p", a.pgport, "-U",
-                            "postgres", "-Atc", "SELECT count(*) FROM "
-                            "payments p JOIN api_keys a ON a.id = "
-                            "p.api_key_id WHERE a.name = 'pgbouncer'"],
-                           capture_output=True, text=True).stdout.strip()
+        n = sql("SELECT count(*) FROM payments p JOIN api_keys a ON "
+                "a.id = p.api_key_id WHERE a.name = '%s'" % tenant)
         ok(n == "18", "exactly one payment per key (18)", n)
     finally:
         app.stop()

@@ -91,7 +91,8 @@ def main():
     # idemctl talks to the server directly, not through the proxy.
     direct = os.path.join(tmp, "direct.ini")
     write_conf(direct, a.pghost, port)
-    secret = api_key(a.builddir, a.srcdir, direct, "roundtrips")
+    secret = api_key(a.builddir, a.srcdir, direct,
+                     "roundtrips-%d" % os.getpid())
     app = App(a.builddir, conf, os.path.join(tmp, "app.sock"),
               os.path.join(tmp, "app.log"))
     try:

@@ -1,0 +1,183 @@
+#!/bin/bash
+# tests/integration/t_example.sh - the out-of-tree example against an
+# installed libidem.
+#
+#   PREFIX=DIR tests/integration/t_example.sh
+#
+# PREFIX is an install prefix that "make install" populated.  The script
+# copies examples/hello to a temp dir, builds it there with
+#   PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig make -C COPY
+# and checks that the program links against the installed libidem, that
+# "./hello -h" exits with a usage message, that a bad config key is an
+# error naming file:line, and (when systemd-socket-activate and cgi-fcgi
+# are installed) that it serves requests on a socket passed as fd 3 and
+# drains on SIGTERM.  No database is needed.
+#
+# Output is TAP ("ok N - ...", "not ok N - ...", the plan last); the exit
+# status is 0 only when nothing failed.  SRCDIR (default: two levels up
+# from this script) is the source tree holding examples/hello.
+
+set -u
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRCDIR=${SRCDIR:-$(cd "$HERE/../.." && pwd)}
+N=0 FAILED=0
+
+ok()   { N=$((N + 1)); echo "ok $N - $1"; }
+nok()  { N=$((N + 1)); FAILED=$((FAILED + 1)); echo "not ok $N - $1"
+         [ $# -ge 2 ] && [ -n "$2" ] && printf '%s\n' "$2" | sed 's/^/#   /'
+         return 0; }
+skip() { N=$((N + 1)); echo "ok $N - $1 # SKIP $2"; }
+check() {	# check NAME DIAG COMMAND...: ok when COMMAND succeeds
+	local name=$1 diag=$2; shift 2
+	if "$@"; then ok "$name"; else nok "$name" "$diag"; fi
+}
+finish() { echo "1..$N"; [ "$FAILED" = 0 ]; exit; }
+
+if [ -z "${PREFIX:-}" ]; then
+	echo "1..0 # SKIP PREFIX (an installed prefix) is not set"
+	exit 0
+fi
+if [ ! -f "$SRCDIR/examples/hello/hello.c" ]; then
+	nok "examples/hello is in the source tree" "not found under $SRCDIR"
+	finish
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/idem-example.XXXXXX") || {
+	nok "temp dir"; finish; }
+APP_PID=
+cleanup() {
+	[ -n "$APP_PID" ] && kill -KILL "$APP_PID" 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig
+PC=$PKG_CONFIG_PATH/idem.pc
+
+# --- the installation ----------------------------------------------------------
+check "idem.pc is installed in PREFIX/lib/pkgconfig" "$PC missing" \
+    test -f "$PC"
+check "idem.h is installed in PREFIX/include" "$PREFIX/include/idem.h missing" \
+    test -f "$PREFIX/include/idem.h"
+if out=$(pkg-config --cflags --libs idem 2>&1); then
+	ok "pkg-config idem resolves (its Requires are installed)"
+else
+	nok "pkg-config idem resolves (its Requires are installed)" "$out"
+	finish
+fi
+
+# --- build the copy --------------------------------------------------------------
+cp -R "$SRCDIR/examples/hello" "$TMP/hello"
+rm -f "$TMP/hello/hello"
+if out=$(make -C "$TMP/hello" CFLAGS="-O2 -g -Wall -Wextra -Werror" 2>&1); then
+	ok "make -C a copy of examples/hello builds it without warnings"
+else
+	nok "make -C a copy of examples/hello builds it without warnings" "$out"
+	finish
+fi
+BIN=$TMP/hello/hello
+check "the build produced an executable" "$BIN missing" test -x "$BIN"
+
+libdir=$(pkg-config --variable=libdir idem)
+linked=$(ldd "$BIN" 2>&1 | awk '/libidem\.so/ { print $3 }')
+if [ -n "$linked" ] && [ "$(readlink -f "$linked")" = "$(readlink -f "$libdir/$(basename "$linked")")" ]; then
+	ok "hello is linked against PREFIX's libidem.so"
+else
+	nok "hello is linked against PREFIX's libidem.so" "$(ldd "$BIN" 2>&1)"
+fi
+if ldd "$BIN" 2>&1 | grep -q 'not found'; then
+	nok "every shared library of hello is found" "$(ldd "$BIN" 2>&1 | grep 'not found')"
+else
+	ok "every shared library of hello is found"
+fi
+
+# --- the program ------------------------------------------------------------------
+cd "$TMP/hello" || finish
+err=$(timeout 10 ./hello -h 2>&1 </dev/null); rc=$?
+if [ "$rc" = 2 ] && grep -q '^usage: .*-c config' <<<"$err"; then
+	ok "./hello -h exits 2 with a usage line"
+else
+	nok "./hello -h exits 2 with a usage line" "exit $rc: $err"
+fi
+
+printf '[server]\nthreds = 4\n' >bad.ini
+err=$(timeout 10 ./hello -c bad.ini 2>&1 </dev/null); rc=$?
+if [ "$rc" = 1 ] && grep -q 'bad.ini:2: unknown key threds' <<<"$err"; then
+	ok "an unknown config key is a startup error naming file:line"
+else
+	nok "an unknown config key is a startup error naming file:line" "exit $rc: $err"
+fi
+
+err=$(timeout 10 ./hello 2>&1 </dev/null); rc=$?
+if [ "$rc" = 1 ] && grep -q 'no listening socket' <<<"$err"; then
+	ok "without a socket (fd 0 not a socket, no -l) it exits 1"
+else
+	nok "without a socket (fd 0 not a socket, no -l) it exits 1" "exit $rc: $err"
+fi
+
+# --- socket activation (fd 3) and a few answers that need no database ----------
+if ! command -v systemd-socket-activate >/dev/null || ! command -v cgi-fcgi >/dev/null; then
+	why="systemd-socket-activate or cgi-fcgi (libfcgi-bin) not installed"
+	for t in "GET /healthz on an fd 3 socket -> 200" \
+	    "POST /v1/greetings without Authorization -> 401 problem" \
+	    "GET of an unknown path -> 404 problem" \
+	    "SIGTERM: drained and exited within 5 s"; do
+		skip "$t" "$why"
+	done
+	finish
+fi
+
+SOCK=$TMP/hello.sock
+systemd-socket-activate -l "$SOCK" ./hello >"$TMP/app.log" 2>&1 &
+APP_PID=$!
+for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
+
+# fcgi METHOD PATH [VAR=VALUE...]: one request, the raw CGI response
+fcgi() {
+	local m=$1 p=$2; shift 2
+	env -i REQUEST_METHOD="$m" REQUEST_URI="$p" SCRIPT_NAME= PATH_INFO="$p" \
+	    QUERY_STRING= CONTENT_LENGTH=0 REMOTE_ADDR=127.0.0.1 "$@" \
+	    timeout 10 cgi-fcgi -bind -connect "$SOCK" 2>&1 </dev/null
+}
+
+r=$(fcgi GET /healthz)
+if grep -q '^Status: 200' <<<"$r" && grep -q '"status":"ok"' <<<"$r" &&
+    grep -q '"runtime: .*workers' "$TMP/app.log"; then
+	ok "GET /healthz on an fd 3 socket -> 200"
+else
+	nok "GET /healthz on an fd 3 socket -> 200" "$r
+$(cat "$TMP/app.log")"
+fi
+
+r=$(fcgi POST /v1/greetings CONTENT_TYPE=application/json \
+    HTTP_IDEMPOTENCY_KEY=k1)
+if grep -q '^Status: 401' <<<"$r" &&
+    grep -q '^Content-Type: application/problem+json' <<<"$r" &&
+    grep -q '^WWW-Authenticate: Bearer' <<<"$r" &&
+    grep -q '/problems/unauthorized"' <<<"$r"; then
+	ok "POST /v1/greetings without Authorization -> 401 problem"
+else
+	nok "POST /v1/greetings without Authorization -> 401 problem" "$r"
+fi
+
+r=$(fcgi GET /nope)
+if grep -q '^Status: 404' <<<"$r" && grep -q '/problems/not-found"' <<<"$r"; then
+	ok "GET of an unknown path -> 404 problem"
+else
+	nok "GET of an unknown path -> 404 problem" "$r"
+fi
+
+kill -TERM "$APP_PID" 2>/dev/null
+gone=0
+for _ in $(seq 50); do
+	kill -0 "$APP_PID" 2>/dev/null || { gone=1; break; }
+	sleep 0.1
+done
+if [ "$gone" = 1 ] && wait "$APP_PID" && grep -q 'drained, exiting' "$TMP/app.log"; then
+	ok "SIGTERM: drained and exited within 5 s"
+else
+	nok "SIGTERM: drained and exited within 5 s" "$(cat "$TMP/app.log")"
+fi
+APP_PID=
+finish
