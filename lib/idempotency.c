@@ -156,6 +156,24 @@ unavailable(idem_req *req)
 	req->outcome = IDEM_OUT_ERROR;
 }
 
+/*
+ * The request failed: keep a 5xx the handler set, else answer 503 when
+ * the database is the cause (retry later) and 500 otherwise.
+ */
+static void
+failed(idem_req *req, int rc)
+{
+	req->outcome = IDEM_OUT_ERROR;
+	if (rc == 0 && req->status >= 500)
+		return;
+	if (req->db_unavailable || req->db == NULL ||
+	    PQstatus(req->db) != CONNECTION_OK)
+		unavailable(req);
+	else
+		idem_resp_problem(req, IDEM_P_INTERNAL,
+		    "the request could not be completed");
+}
+
 static void
 replay(idem_req *req, const PGresult *r)
 {
@@ -286,14 +304,7 @@ phase_failed(idem_req *req, int rc)
 	    "WHERE id = $1 AND state = 'in_progress'", 1, NULL, vals, NULL,
 	    NULL, 0);
 	PQclear(r);
-	if (rc == -1 || req->status == 0) {
-		if (req->db_unavailable || PQstatus(req->db) != CONNECTION_OK)
-			unavailable(req);
-		else
-			idem_resp_problem(req, IDEM_P_INTERNAL,
-			    "the request could not be completed");
-	}
-	req->outcome = IDEM_OUT_ERROR;
+	failed(req, rc);
 }
 
 /* A test-only crash switch: IDEM_FAULT=before:POINT or after:POINT. */
@@ -439,13 +450,7 @@ idem_idempotent_run(idem_req *req)
 	q[2].binary = 1;
 	if (idem_flight(req->db, q, 3, &req->round_trips) == -1) {
 		idem_flight_clear(q, 3);
-		if (PQstatus(req->db) != CONNECTION_OK)
-			unavailable(req);
-		else {
-			idem_resp_problem(req, IDEM_P_INTERNAL,
-			    "the request could not be completed");
-			req->outcome = IDEM_OUT_ERROR;
-		}
+		failed(req, -1);
 		return;
 	}
 	req->in_txn = 1;
@@ -526,24 +531,11 @@ execute:
 	if (rc == -1 || req->status == 0 || req->status >= 500) {
 		/* No key, no effect: a retry executes afresh. */
 		PQclear(PQexec(req->db, "ROLLBACK"));
-		if (rc == -1 || req->status == 0) {
-			if (req->db_unavailable ||
-			    PQstatus(req->db) != CONNECTION_OK)
-				unavailable(req);
-			else
-				idem_resp_problem(req, IDEM_P_INTERNAL,
-				    "the request could not be completed");
-		}
-		req->outcome = IDEM_OUT_ERROR;
+		failed(req, rc);
 		return;
 	}
 	if (store_and_commit(req) == -1) {
-		if (PQstatus(req->db) != CONNECTION_OK)
-			unavailable(req);
-		else
-			idem_resp_problem(req, IDEM_P_INTERNAL,
-			    "the request could not be completed");
-		req->outcome = IDEM_OUT_ERROR;
+		failed(req, -1);
 		return;
 	}
 	req->outcome = IDEM_OUT_CREATED;

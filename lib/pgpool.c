@@ -126,13 +126,7 @@ idem_pool_acquire(struct idem_pool *p, long long timeout_ms)
 	unsigned	 i;
 	PGconn		*db;
 
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += timeout_ms / 1000;
-	dl.tv_nsec += (timeout_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	idem_deadline(CLOCK_MONOTONIC, timeout_ms, &dl);
 	pthread_mutex_lock(&p->mu);
 	while (p->nbusy == p->size)
 		if (pthread_cond_timedwait(&p->cv, &p->mu, &dl) == ETIMEDOUT &&

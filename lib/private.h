@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include <fcgiapp.h>
 
@@ -168,6 +169,8 @@ int	idem_random_hex(char *out, size_t nbytes);
 void	idem_idempotent_run(idem_req *req);
 
 /* runtime.c */
+/* ts = now on clock clk + ms (for timed waits). */
+void	idem_deadline(clockid_t clk, long long ms, struct timespec *ts);
 int	idem_runtime_run(idem_app *app, const char *listen_addr);
 
 /* janitor.c: called about once a second by the runtime's main thread. */

@@ -470,7 +470,8 @@ prepare(idem_req *req)
 	}
 
 	if (req->route->flags & IDEM_ROUTE_IDEMPOTENT) {
-		v = idem_req_header(req, "Idempotency-Key");
+		/* Raw: an oversized value is invalid, not missing. */
+		v = FCGX_GetParam("HTTP_IDEMPOTENCY_KEY", req->fcgi->envp);
 		if (v == NULL) {
 			idem_resp_problem(req, IDEM_P_KEY_MISSING,
 			    "this endpoint requires an Idempotency-Key "

@@ -43,6 +43,18 @@ struct runtime {
 	size_t		 nback;
 };
 
+void
+idem_deadline(clockid_t clk, long long ms, struct timespec *ts)
+{
+	clock_gettime(clk, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
 static void
 rt_push(struct runtime *rt, int fd)
 {
@@ -294,13 +306,7 @@ idem_runtime_run(idem_app *app, const char *addr)
 	rt_wake(&rt);
 	pthread_join(disp, NULL);
 
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += DRAIN_MS / 1000;
-	dl.tv_nsec += (DRAIN_MS % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	idem_deadline(CLOCK_REALTIME, DRAIN_MS, &dl);
 	pthread_mutex_lock(&rt.mu);
 	while (rt.running > 0)
 		if (pthread_cond_timedwait(&rt.done, &rt.mu, &dl) ==

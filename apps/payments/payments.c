@@ -266,17 +266,51 @@ validate_payment(idem_req *req, yajl_val b, struct payment *p)
 	return 0;
 }
 
+/* Queue the INSERT of p; record: the phased key record, or 0. */
+static int
+defer_insert(idem_req *req, const struct payment *p, int64_t record)
+{
+	char		 amount[24], tenant[24], created[24], rec[24];
+	const char	*vals[10];
+	const unsigned char *meta;
+	size_t		 metalen;
+	yajl_gen	 mg;
+	int		 rc;
+
+	/* The metadata column gets the same compact object as the body. */
+	if ((mg = gen_new()) == NULL)
+		return -1;
+	gen_metadata(mg, p->metadata);
+	yajl_gen_get_buf(mg, &meta, &metalen);
+	snprintf(amount, sizeof(amount), "%lld", p->amount);
+	snprintf(tenant, sizeof(tenant), "%lld",
+	    (long long)idem_req_tenant(req));
+	snprintf(created, sizeof(created), "%lld", p->created);
+	snprintf(rec, sizeof(rec), "%lld", (long long)record);
+	vals[0] = p->id;
+	vals[1] = tenant;
+	vals[2] = amount;
+	vals[3] = p->currency;
+	vals[4] = p->status;
+	vals[5] = p->description;
+	vals[6] = p->customer;
+	vals[7] = (const char *)meta;
+	vals[8] = created;
+	vals[9] = record != 0 ? rec : NULL;
+	rc = idem_req_defer(req, "INSERT INTO payments (id, api_key_id, "
+	    "amount, currency, status, description, customer, metadata, "
+	    "created_at, idem_key_id) VALUES ($1, $2, $3, $4, $5, $6, $7, "
+	    "$8::jsonb, to_timestamp($9), $10)", 10, vals);
+	yajl_gen_free(mg);
+	return rc;
+}
+
 int
 payments_create(idem_req *req, void *arg)
 {
 	struct payment	 p;
 	yajl_gen	 g;
-	char		 amount[24], tenant[24], created[24], loc[64];
-	const char	*vals[9];
-	const unsigned char *meta;
-	size_t		 metalen;
-	yajl_gen	 mg;
-	int		 rc;
+	char		 loc[64];
 
 	(void)arg;
 	memset(&p, 0, sizeof(p));
@@ -287,33 +321,9 @@ payments_create(idem_req *req, void *arg)
 	p.status = "succeeded";
 	p.created = (long long)time(NULL);
 
-	/* The metadata column gets the same compact object as the body. */
-	if ((mg = gen_new()) == NULL)
-		return -1;
-	gen_metadata(mg, p.metadata);
-	yajl_gen_get_buf(mg, &meta, &metalen);
-
-	snprintf(amount, sizeof(amount), "%lld", p.amount);
-	snprintf(tenant, sizeof(tenant), "%lld",
-	    (long long)idem_req_tenant(req));
-	snprintf(created, sizeof(created), "%lld", p.created);
-	vals[0] = p.id;
-	vals[1] = tenant;
-	vals[2] = amount;
-	vals[3] = p.currency;
-	vals[4] = p.status;
-	vals[5] = p.description;
-	vals[6] = p.customer;
-	vals[7] = (const char *)meta;
-	vals[8] = created;
 	/* Validated above, so it cannot fail for a reason of the client's:
 	 * it goes out with the commit, in one round trip. */
-	rc = idem_req_defer(req, "INSERT INTO payments (id, api_key_id, "
-	    "amount, currency, status, description, customer, metadata, "
-	    "created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, "
-	    "to_timestamp($9))", 9, vals);
-	yajl_gen_free(mg);
-	if (rc == -1)
+	if (defer_insert(req, &p, 0) == -1)
 		return -1;
 
 	if ((g = gen_new()) == NULL)
@@ -617,35 +627,9 @@ phased_payment(idem_req *req)
 static int
 phase_insert(idem_req *req, const struct payment *p)
 {
-	char		 amount[24], tenant[24], rec[24];
-	const char	*vals[8];
-	const unsigned char *meta;
-	size_t		 metalen;
-	yajl_gen	 mg;
-	int		 rc;
-
-	if ((mg = gen_new()) == NULL)
+	if (defer_insert(req, p, idem_req_record_id(req)) == -1)
 		return -1;
-	gen_metadata(mg, p->metadata);
-	yajl_gen_get_buf(mg, &meta, &metalen);
-	snprintf(amount, sizeof(amount), "%lld", p->amount);
-	snprintf(tenant, sizeof(tenant), "%lld",
-	    (long long)idem_req_tenant(req));
-	snprintf(rec, sizeof(rec), "%lld", (long long)idem_req_record_id(req));
-	vals[0] = p->id;
-	vals[1] = tenant;
-	vals[2] = amount;
-	vals[3] = p->currency;
-	vals[4] = p->description;
-	vals[5] = p->customer;
-	vals[6] = (const char *)meta;
-	vals[7] = rec;
-	rc = idem_req_defer(req, "INSERT INTO payments (id, api_key_id, "
-	    "amount, currency, status, description, customer, metadata, "
-	    "idem_key_id) VALUES ($1, $2, $3, $4, 'pending', $5, $6, "
-	    "$7::jsonb, $8)", 8, vals);
-	yajl_gen_free(mg);
-	return rc == 0 ? idem_req_phase_commit(req, "payment_created") : -1;
+	return idem_req_phase_commit(req, "payment_created");
 }
 
 /* Phase 2: the charge; the acquirer dedups on our derived key. */
@@ -728,6 +712,8 @@ payments_create_phased(idem_req *req, void *arg)
 		memset(&p, 0, sizeof(p));
 		if (validate_payment(req, idem_req_json(req), &p) == -1)
 			return 0;	/* a 400, stored with the key */
+		p.status = "pending";
+		p.created = (long long)time(NULL);
 		if (new_id("pay_", p.id, sizeof(p.id)) == -1 ||
 		    phase_insert(req, &p) == -1)
 			return -1;

@@ -45,6 +45,7 @@ fi
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/idem-example.XXXXXX") || {
 	nok "temp dir"; finish; }
 APP_PID=
+# shellcheck disable=SC2317  # called by the trap
 cleanup() {
 	[ -n "$APP_PID" ] && kill -KILL "$APP_PID" 2>/dev/null
 	rm -rf "$TMP"
@@ -90,6 +91,25 @@ if ldd "$BIN" 2>&1 | grep -q 'not found'; then
 	nok "every shared library of hello is found" "$(ldd "$BIN" 2>&1 | grep 'not found')"
 else
 	ok "every shared library of hello is found"
+fi
+
+# The static library: libidem.a, then what idem.pc declares private
+# (Libs.private -lfcgi -lpthread, Requires.private libcrypto); libpq and
+# yajl stay shared ("pkg-config --static" would ask for libpq's own
+# private archives, which Debian does not ship).
+if [ -f "$libdir/libidem.a" ]; then
+	# shellcheck disable=SC2046
+	if out=$(cc $(pkg-config --cflags idem) -o "$TMP/hello-static" \
+	    "$TMP/hello/hello.c" "$libdir/libidem.a" \
+	    $(pkg-config --libs idem | sed 's/-lidem//') -lfcgi -lpthread \
+	    $(pkg-config --libs libcrypto) 2>&1) &&
+	    ! ldd "$TMP/hello-static" | grep -q libidem; then
+		ok "libidem.a links hello without libidem.so"
+	else
+		nok "libidem.a links hello without libidem.so" "$out"
+	fi
+else
+	nok "libidem.a links hello without libidem.so" "$libdir/libidem.a missing"
 fi
 
 # --- the program ------------------------------------------------------------------
