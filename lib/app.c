@@ -42,6 +42,8 @@ idem_app_route(idem_app *app, const char *method, const char *pattern,
     unsigned flags, idem_handler_fn fn, void *arg)
 {
 	/* An idempotent route fingerprints a JSON body. */
+	if (flags & IDEM_ROUTE_PHASED)
+		flags |= IDEM_ROUTE_IDEMPOTENT;
 	if (flags & IDEM_ROUTE_IDEMPOTENT)
 		flags |= IDEM_ROUTE_JSON;
 	return idem_router_add(&app->router, method, pattern, flags, fn, arg);

@@ -39,7 +39,7 @@ typedef int (*idem_handler_fn)(idem_req *req, void *arg);
 #define IDEM_ROUTE_JSON		0x02u	/* body must be application/json */
 #define IDEM_ROUTE_PUBLIC	0x04u	/* no Authorization required */
 #define IDEM_ROUTE_LOCAL	0x08u	/* only for [metrics] allow addresses */
-#define IDEM_ROUTE_PHASED	0x10u	/* idempotent, in phases (see below) */
+#define IDEM_ROUTE_PHASED	0x10u	/* idempotent, in phases (implies it) */
 
 /* Problem types (RFC 9457); the type URI ends in the slug. */
 enum idem_problem {
@@ -164,7 +164,11 @@ int		 idem_migrate(PGconn *db, const char *dir, char *err,
 /* Create an API key; writes the secret (NUL-terminated) to secret. */
 int		 idem_api_key_create(PGconn *db, const char *name,
 		    char *secret, size_t secretlen, int64_t *id);
-/* Delete expired records in batches; fills evicted. */
+/*
+ * Delete expired completed records in batches, each under a fleet-wide
+ * lock; fills evicted.  0, -1 on error, 1 when another process is
+ * evicting (nothing done).
+ */
 int		 idem_evict(PGconn *db, long batch, long max_batches,
 		    long *evicted);
 /* Release in_progress records whose lock is older than lock_timeout. */

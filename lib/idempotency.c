@@ -23,6 +23,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/crypto.h>
+
 #include "private.h"
 
 static const char sql_lock[] =
@@ -31,7 +33,7 @@ static const char sql_lock[] =
 /* $1 secret hash, $2 key, $3 method, $4 path, $5 fingerprint, $6 ttl ms,
  * $7 lock id, $8 lock timeout ms */
 static const char sql_lookup[] =
-	"WITH t AS (SELECT id FROM api_keys"
+	"WITH t AS (SELECT id, secret_hash FROM api_keys"
 	"    WHERE secret_hash = $1 AND revoked_at IS NULL),"
 	" cur AS (SELECT k.id, k.request_method, k.request_path,"
 	"    k.request_fingerprint, k.state, k.response_status,"
@@ -59,12 +61,13 @@ static const char sql_lookup[] =
 	"    expires_at = EXCLUDED.expires_at"
 	"  WHERE k.expires_at <= now()"
 	"  RETURNING k.id)"
-	" SELECT (SELECT id FROM t), (SELECT id FROM ins), cur.*"
+	" SELECT (SELECT id FROM t), (SELECT id FROM ins), cur.*,"
+	"  (SELECT secret_hash FROM t)"
 	" FROM (SELECT 1) AS one LEFT JOIN cur ON true";
 
 enum {	/* columns of sql_lookup */
 	C_TENANT, C_INSERTED, C_ID, C_METHOD, C_PATH, C_FPR, C_STATE,
-	C_STATUS, C_HEADERS, C_BODY, C_LIVE, C_POINT, C_STALE
+	C_STATUS, C_HEADERS, C_BODY, C_LIVE, C_POINT, C_STALE, C_SECRET
 };
 
 /* $1 id, $2 status, $3 headers (json), $4 body */
@@ -307,10 +310,14 @@ phase_failed(idem_req *req, int rc)
 	failed(req, rc);
 }
 
-/* A test-only crash switch: IDEM_FAULT=before:POINT or after:POINT. */
+/*
+ * A test-only crash switch, compiled in only with --enable-fault-injection:
+ * IDEM_FAULT=before:POINT or after:POINT kills the process there.
+ */
 static void
 fault(const char *when, const char *point)
 {
+#ifdef IDEM_FAULT_INJECTION
 	const char	*f = getenv("IDEM_FAULT");
 	size_t		 n = strlen(when);
 
@@ -320,6 +327,10 @@ fault(const char *when, const char *point)
 		    when, point);
 		raise(SIGKILL);
 	}
+#else
+	(void)when;
+	(void)point;
+#endif
 }
 
 const char *
@@ -455,7 +466,10 @@ idem_idempotent_run(idem_req *req)
 	}
 	req->in_txn = 1;
 	r = q[2].res;
-	if (PQntuples(r) != 1 || PQgetisnull(r, 0, C_TENANT)) {
+	/* The index found the hash; the comparison is in constant time. */
+	if (PQntuples(r) != 1 || PQgetisnull(r, 0, C_TENANT) ||
+	    PQgetlength(r, 0, C_SECRET) != 32 || CRYPTO_memcmp(PQgetvalue(r, 0,
+	    C_SECRET), req->tenant_hash, 32) != 0) {
 		idem_resp_problem(req, IDEM_P_UNAUTHORIZED,
 		    "a valid 'Authorization: Bearer' API key is required");
 		idem_resp_header(req, "WWW-Authenticate", "Bearer");

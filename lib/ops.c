@@ -175,33 +175,64 @@ idem_api_key_create(PGconn *db, const char *name, char *secret,
 	return rc;
 }
 
+/* One batch under the fleet-wide eviction lock: rows, or -1, or -2 busy. */
+static long
+evict_batch(PGconn *db, const char *lim)
+{
+	const char	*vals[1] = { lim };
+	PGresult	*r;
+	long		 n = -1;
+
+	/*
+	 * A transaction-scoped lock per batch: it works through pgbouncer in
+	 * transaction mode, and two processes never evict at the same time.
+	 */
+	r = PQexec(db, "BEGIN; SELECT pg_try_advisory_xact_lock("
+	    IDEM_EVICT_LOCK ")");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		goto out;
+	if (PQgetvalue(r, 0, 0)[0] != 't') {
+		n = -2;
+		goto out;
+	}
+	PQclear(r);
+	/* Completed records only: in_progress ones belong to reclaim. */
+	r = PQexecParams(db, "DELETE FROM idempotency_keys WHERE id IN"
+	    " (SELECT id FROM idempotency_keys"
+	    "  WHERE expires_at <= now() AND state = 'completed'"
+	    "  ORDER BY expires_at LIMIT $1::bigint"
+	    "  FOR UPDATE SKIP LOCKED)", 1, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		goto out;
+	n = strtol(PQcmdTuples(r), NULL, 10);
+	PQclear(r);
+	r = PQexec(db, "COMMIT");
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		n = -1;
+out:
+	if (n == -1)
+		idem_log(IDEM_LOG_ERROR, "evict: %s", PQerrorMessage(db));
+	PQclear(r);
+	if (n < 0)
+		PQclear(PQexec(db, "ROLLBACK"));
+	return n;
+}
+
 int
 idem_evict(PGconn *db, long batch, long max_batches, long *evicted)
 {
-	char		 lim[24];
-	const char	*vals[1] = { lim };
-	PGresult	*r;
-	long		 n, i;
+	char	lim[24];
+	long	n, i;
 
 	*evicted = 0;
 	if (batch <= 0)
 		batch = 10000;
 	snprintf(lim, sizeof(lim), "%ld", batch);
-	/* Completed records only: in_progress ones belong to reclaim. */
 	for (i = 0; max_batches <= 0 || i < max_batches; i++) {
-		r = PQexecParams(db, "DELETE FROM idempotency_keys WHERE id IN"
-		    " (SELECT id FROM idempotency_keys"
-		    "  WHERE expires_at <= now() AND state = 'completed'"
-		    "  ORDER BY expires_at LIMIT $1::bigint"
-		    "  FOR UPDATE SKIP LOCKED)", 1, NULL, vals, NULL, NULL, 0);
-		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-			idem_log(IDEM_LOG_ERROR, "evict: %s",
-			    PQerrorMessage(db));
-			PQclear(r);
+		if ((n = evict_batch(db, lim)) == -1)
 			return -1;
-		}
-		n = strtol(PQcmdTuples(r), NULL, 10);
-		PQclear(r);
+		if (n == -2)
+			return i == 0 ? 1 : 0;	/* another process evicts */
 		*evicted += n;
 		if (n < batch)
 			break;

@@ -168,6 +168,9 @@ int	idem_random_hex(char *out, size_t nbytes);
 /* idempotency.c: run req's handler exactly once for its key. */
 void	idem_idempotent_run(idem_req *req);
 
+/* The fleet-wide eviction lock (any constant). */
+#define IDEM_EVICT_LOCK	"7236491087"
+
 /* runtime.c */
 /* ts = now on clock clk + ms (for timed waits). */
 void	idem_deadline(clockid_t clk, long long ms, struct timespec *ts);

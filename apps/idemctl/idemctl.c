@@ -105,7 +105,7 @@ static int
 cmd_evict(PGconn *db, const struct idem_cfg *cfg, int argc, char **argv)
 {
 	long	batch = cfg->evict_batch, max = 0, n;
-	int	i;
+	int	i, rc;
 	double	t0;
 
 	for (i = 1; i < argc; i++) {
@@ -120,9 +120,13 @@ cmd_evict(PGconn *db, const struct idem_cfg *cfg, int argc, char **argv)
 			return usage(), 2;
 	}
 	t0 = now_s();
-	if (idem_evict(db, batch, max, &n) == -1) {
+	if ((rc = idem_evict(db, batch, max, &n)) == -1) {
 		fprintf(stderr, "idemctl: evict: %s", PQerrorMessage(db));
 		return 1;
+	}
+	if (rc == 1) {
+		printf("another process is evicting; evicted 0 keys\n");
+		return 0;
 	}
 	printf("evicted %ld keys in %.3f s\n", n, now_s() - t0);
 	return 0;
@@ -192,6 +196,10 @@ main(int argc, char *argv[])
 	argc -= optind;
 	argv += optind;
 	if (argc < 1)
+		return usage(), 2;
+	if (strcmp(argv[0], "migrate") != 0 && strcmp(argv[0], "api-key") != 0
+	    && strcmp(argv[0], "evict") != 0 && strcmp(argv[0], "reclaim") != 0
+	    && strcmp(argv[0], "stats") != 0)
 		return usage(), 2;
 	if (conf != NULL && idem_cfg_load(&cfg, conf, err, sizeof(err)) == -1) {
 		fprintf(stderr, "idemctl: %s\n", err);

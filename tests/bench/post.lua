@@ -12,7 +12,9 @@
 --
 -- done() prints one machine-readable line:
 --   BENCH requests=N duration_us=N rps=X p50_us=N p99_us=N ok=N bad=N
---         errors=N replayed=N
+--         s409=N errors=N replayed=N
+-- (bad: answers with another status than EXPECT, of which s409 were 409;
+-- errors: socket errors and timeouts; replayed: Idempotent-Replayed: true)
 
 local threads = {}
 
@@ -26,7 +28,7 @@ local body = '{"amount":1234,"currency":"eur","description":"benchmark"}'
 
 local hdr, mode, tag, pool, fixed, path
 local counter = 0
-n_ok, n_bad, n_replayed, expect = 0, 0, 0, 0
+n_ok, n_bad, n_409, n_replayed, expect = 0, 0, 0, 0, 0
 
 function init(args)
 	local secret = args[1]
@@ -69,6 +71,9 @@ function response(status, headers, rbody)
 		n_ok = n_ok + 1
 	else
 		n_bad = n_bad + 1
+		if status == 409 then
+			n_409 = n_409 + 1
+		end
 	end
 	if headers["Idempotent-Replayed"] == "true" or
 	    headers["idempotent-replayed"] == "true" then
@@ -77,18 +82,19 @@ function response(status, headers, rbody)
 end
 
 function done(summary, latency, requests)
-	local ok, bad, rep = 0, 0, 0
+	local ok, bad, s409, rep = 0, 0, 0, 0
 	for _, t in ipairs(threads) do
 		ok = ok + (t:get("n_ok") or 0)
 		bad = bad + (t:get("n_bad") or 0)
+		s409 = s409 + (t:get("n_409") or 0)
 		rep = rep + (t:get("n_replayed") or 0)
 	end
 	local e = summary.errors
 	local errors = e.connect + e.read + e.write + e.timeout
 	io.write(string.format("BENCH requests=%d duration_us=%d rps=%.1f " ..
-	    "p50_us=%d p99_us=%d ok=%d bad=%d errors=%d replayed=%d\n",
+	    "p50_us=%d p99_us=%d ok=%d bad=%d s409=%d errors=%d replayed=%d\n",
 	    summary.requests, summary.duration,
 	    summary.requests / (summary.duration / 1e6),
-	    latency:percentile(50), latency:percentile(99), ok, bad, errors,
-	    rep))
+	    latency:percentile(50), latency:percentile(99), ok, bad, s409,
+	    errors, rep))
 end

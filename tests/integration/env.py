@@ -1,5 +1,5 @@
 """env.py - what the scenarios run against: one server fixture, the
-database, tenants (API keys), and request helpers."""
+database, tenants (API keys), and request functions."""
 
 import itertools
 import json
@@ -192,7 +192,7 @@ class Env:
         p.update(extra or {})
         return p
 
-    # --- domain helpers -----------------------------------------------------
+    # --- domain functions -----------------------------------------------------
     def payment_body(self, **over):
         b = {"amount": 1000, "currency": "usd",
              "description": "test " + self.run_id}

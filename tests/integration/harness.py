@@ -91,7 +91,7 @@ class DB:
 
 
 class T:
-    """What a check gets: the environment plus assertion helpers."""
+    """What a check gets: the environment plus assertions."""
 
     def __init__(self, env, name):
         self.env = env

@@ -107,6 +107,14 @@ def _(t):
     _allow(t, r, ("GET",))
 
 
+@check("PATCH and DELETE /v1/payments/ID -> 405 with Allow: GET")
+def _(t):
+    p, _ = t.create_payment()
+    for m in ("PATCH", "DELETE"):
+        r = t.request(m, PAY + "/" + p["id"])
+        _allow(t, r, ("GET",))
+
+
 @check("GET /v1/payments/ID/refunds -> 405 with Allow: POST")
 def _(t):
     p, _ = t.create_payment()
@@ -278,6 +286,11 @@ VALIDATION = [
                            "metadata": "x"}, "metadata"),
     ("metadata with a non-string value", {"amount": 100, "currency": "usd",
                                           "metadata": {"a": 1}}, "metadata"),
+    ("currency non-ASCII letters", {"amount": 100, "currency": "\u00fcsd"},
+     "currency"),
+    ("description 1001 non-ASCII chars", {"amount": 100, "currency": "usd",
+                                          "description": "\u00e9" * 1001},
+     "description"),
 ]
 
 for _label, _body, _field in VALIDATION:
@@ -307,6 +320,15 @@ def _(t):
     r = t.post(PAY, t.payment_body(description="x" * 1000), key=t.new_key())
     t.expect_status(r, 201)
     t.expect_eq(len(r.json()["description"]), 1000, "description length")
+
+
+@check("description of 1000 non-ASCII characters (2000 bytes) is accepted "
+       "(201)")
+def _(t):
+    r = t.post(PAY, t.payment_body(description="\u00e9" * 1000),
+               key=t.new_key())
+    t.expect_status(r, 201)
+    t.expect_eq(r.json()["description"], "\u00e9" * 1000, "description")
 
 
 @check("metadata {} and string values are accepted (201)")

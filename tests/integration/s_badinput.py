@@ -21,9 +21,16 @@ def _raw_post(t, extra_headers, body, key=None, path=PAY):
     return t.raw(head + extra_headers + b"\r\n" + body)
 
 
+def _from_app(r):
+    ct = (r.header("Content-Type") or "").split(";")[0].strip().lower()
+    return ct in ("application/problem+json", "application/json")
+
+
 def _clear_4xx(t, r, status=None, slug=None):
     """A 4xx; if it is the app's problem, it must be well-formed."""
-    if r.is_problem:
+    if not r.is_problem and _from_app(r):
+        t.answered_by("the app")
+    elif r.is_problem:
         t.answered_by("the app")
         if slug:
             t.expect_problem(r, status or r.status, slug)
@@ -77,6 +84,16 @@ def _(t):
 def _(t):
     r = _raw_post(t, b"Content-Length: 2\r\nContent-Length: 30\r\n", VALID)
     _clear_4xx(t, r, 400)
+
+
+@bad("raw: two Idempotency-Key header fields -> 400")
+def _(t):
+    k = t.new_key("dup").encode()
+    r = _raw_post(t, b"Idempotency-Key: " + k + b"-2\r\n"
+                  b"Content-Length: %d\r\n" % len(VALID), VALID, key=k)
+    _clear_4xx(t, r, 400)
+    if r.is_problem:
+        t.expect_problem(r, 400, "idempotency-key-invalid")
 
 
 @bad("raw: NUL byte in Idempotency-Key -> 4xx")

@@ -119,3 +119,21 @@ def _(t):
             t.expect(amounts[i] > 1000 - row["amount_refunded"],
                      "refund of %d rejected although %d remained"
                      % (amounts[i], 1000 - row["amount_refunded"]))
+
+
+@check("32 concurrent requests with different keys -> 32 fresh 201s, "
+       "32 payments")
+def _(t):
+    desc = "spread " + t.run_id
+    keys = [t.new_key("spread") for _ in range(32)]
+    rs = _together(32, lambda i: t.env.post(
+        PAY, t.payment_body(description=desc, amount=100 + i), key=keys[i],
+        timeout=60))
+    errors = [r for r in rs if isinstance(r, Exception)]
+    t.expect(not errors, "%d requests failed, e.g. %r"
+             % (len(errors), errors[:1]))
+    t.expect_eq(sorted(r.status for r in rs), [201] * 32, "statuses")
+    t.expect(not any(r.replayed for r in rs), "a replay among fresh keys")
+    t.expect_eq(len({r.json()["id"] for r in rs}), 32, "distinct ids")
+    t.expect_eq(t.db.int("select count(*) from payments where description "
+                         "= %s" % q(desc)), 32, "payments rows")

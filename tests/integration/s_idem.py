@@ -300,3 +300,30 @@ def _(t):
     t.expect_not_replayed(r)
     t.expect_eq(t.payment_row(p["id"])["amount_refunded"], 250,
                 "amount_refunded after the retry")
+
+
+@check("keep-alive: 20 requests on one HTTP connection (new, replays, "
+       "422) answer correctly")
+def _(t):
+    import http.client
+    conn = http.client.HTTPConnection(t.env.host, t.env.port, timeout=20)
+    try:
+        k = t.new_key("ka")
+        body = t.env.encode_body(t.payment_body(amount=777))
+        other = t.env.encode_body(t.payment_body(amount=778))
+        hs = {"Authorization": "Bearer " + t.a.secret,
+              "Content-Type": "application/json", "Idempotency-Key": k}
+        first_body = None
+        for i in range(20):
+            b = other if i % 5 == 4 else body
+            conn.request("POST", PAY, body=b, headers=hs)
+            r = conn.getresponse()
+            data = r.read()
+            want = 422 if b is other else 201
+            t.expect_eq(r.status, want, "request %d on the connection" % i)
+            if want == 201:
+                if first_body is None:
+                    first_body = data
+                t.expect_eq(data, first_body, "body of request %d" % i)
+    finally:
+        conn.close()

@@ -1,4 +1,4 @@
-# tests/lib/common.sh - small shell helpers shared by tests/run, scripts/test
+# tests/lib/common.sh - small shell functions shared by tests/run, scripts/test
 # and scripts/demo.  Source it; it defines functions only (and a few
 # variables prefixed IDEM_), it runs nothing by itself.
 #
