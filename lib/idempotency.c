@@ -27,28 +27,38 @@
 
 #include "private.h"
 
-static const char sql_lock[] =
-	"SELECT pg_try_advisory_xact_lock($1::bigint)";
-
-/* $1 secret hash, $2 key, $3 method, $4 path, $5 fingerprint, $6 ttl ms,
- * $7 lock id, $8 lock timeout ms */
+/*
+ * $1 secret hash, $2 key, $3 method, $4 path, $5 fingerprint, $6 ttl ms,
+ * $7 lock id, $8 lock timeout ms.
+ *
+ * The advisory lock is tried only when this request may write the record:
+ * no live record, or a live in-progress one whose lease expired.  A replay
+ * or a 422 holds no lock, so its ROLLBACK need not be waited for.  The
+ * statement's snapshot predates the lock, so an owner that committed in
+ * between shows up as a conflict with nothing inserted ("raced").
+ */
 static const char sql_lookup[] =
 	"WITH t AS (SELECT id, secret_hash FROM api_keys"
 	"    WHERE secret_hash = $1 AND revoked_at IS NULL),"
-	" cur AS (SELECT k.id, k.request_method, k.request_path,"
+	" cur AS MATERIALIZED (SELECT k.id, k.request_method, k.request_path,"
 	"    k.request_fingerprint, k.state, k.response_status,"
 	"    k.response_headers::text, k.response_body,"
 	"    k.expires_at > now() AS live, k.recovery_point,"
 	"    coalesce(k.locked_at < now() - $8::bigint *"
-	"      interval '1 millisecond', true)"
+	"      interval '1 millisecond', true) AS stale"
 	"  FROM idempotency_keys k, t"
 	"  WHERE k.api_key_id = t.id AND k.key = $2),"
+	" lk AS MATERIALIZED (SELECT CASE"
+	"    WHEN NOT EXISTS (SELECT 1 FROM t) THEN NULL"
+	"    WHEN EXISTS (SELECT 1 FROM cur WHERE live AND"
+	"      NOT (state = 'in_progress' AND stale)) THEN NULL"
+	"    ELSE pg_try_advisory_xact_lock($7::bigint) END AS got),"
 	" ins AS (INSERT INTO idempotency_keys AS k (api_key_id, key,"
 	"    request_method, request_path, request_fingerprint, state,"
 	"    recovery_point, locked_at, created_at, expires_at)"
 	"  SELECT t.id, $2, $3, $4, $5, 'in_progress', 'started', now(), now(),"
 	"    now() + $6::bigint * interval '1 millisecond'"
-	"  FROM t WHERE pg_try_advisory_xact_lock($7::bigint)"
+	"  FROM t, lk WHERE lk.got"
 	"    AND NOT EXISTS (SELECT 1 FROM cur WHERE cur.live)"
 	"  ON CONFLICT (api_key_id, key) DO UPDATE SET"
 	"    id = nextval(pg_get_serial_sequence('idempotency_keys', 'id')),"
@@ -62,12 +72,12 @@ static const char sql_lookup[] =
 	"  WHERE k.expires_at <= now()"
 	"  RETURNING k.id)"
 	" SELECT (SELECT id FROM t), (SELECT id FROM ins), cur.*,"
-	"  (SELECT secret_hash FROM t)"
+	"  (SELECT secret_hash FROM t), (SELECT got FROM lk)"
 	" FROM (SELECT 1) AS one LEFT JOIN cur ON true";
 
 enum {	/* columns of sql_lookup */
 	C_TENANT, C_INSERTED, C_ID, C_METHOD, C_PATH, C_FPR, C_STATE,
-	C_STATUS, C_HEADERS, C_BODY, C_LIVE, C_POINT, C_STALE, C_SECRET
+	C_STATUS, C_HEADERS, C_BODY, C_LIVE, C_POINT, C_STALE, C_SECRET, C_GOT
 };
 
 /* $1 id, $2 status, $3 headers (json), $4 body */
@@ -266,23 +276,33 @@ store_and_commit(idem_req *req)
 	return rc;
 }
 
-/* Commit the record (new, or taken over) as leased, open a phase. */
+/*
+ * Commit the record as leased and open the first phase.  A takeover only
+ * succeeds if the lease is still expired now: the lookup's snapshot may
+ * predate another request's takeover.  0, -1 error, 1 lost the race.
+ */
 static int
-lease(idem_req *req)
+lease(idem_req *req, const char *lock_timeout_ms)
 {
 	struct idem_q	 q[3];
 	char		 id[24];
-	const char	*vals[1] = { id };
+	const char	*vals[2] = { id, lock_timeout_ms };
 	int		 rc;
 
 	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
 	memset(q, 0, sizeof(q));
-	q[0].sql = "UPDATE idempotency_keys SET locked_at = now() WHERE id = $1";
-	q[0].n = 1;
+	q[0].sql = req->resumed ? "UPDATE idempotency_keys SET locked_at ="
+	    " now() WHERE id = $1 AND state = 'in_progress' AND (locked_at IS"
+	    " NULL OR locked_at < now() - $2::bigint * interval"
+	    " '1 millisecond')" : "UPDATE idempotency_keys SET locked_at ="
+	    " now() WHERE id = $1 AND $2::bigint > 0";
+	q[0].n = 2;
 	q[0].vals = vals;
 	q[1].sql = "COMMIT";
 	q[2].sql = "BEGIN";
 	rc = idem_flight(req->db, q, 3, &req->round_trips);
+	if (rc == 0 && strcmp(PQcmdStatus(q[0].res), "UPDATE 1") != 0)
+		rc = 1;
 	idem_flight_clear(q, 3);
 	return rc;
 }
@@ -421,13 +441,13 @@ void
 idem_idempotent_run(idem_req *req)
 {
 	const struct idem_cfg	*cfg = &req->app->cfg;
-	struct idem_q		 q[3];
+	struct idem_q		 q[2];
 	char			 lock[24], ttl[24], lto[24];
 	const char		*vals[8];
 	int			 lens[8] = { 32, 0, 0, 0, 32, 0, 0, 0 };
 	int			 fmts[8] = { 1, 0, 0, 0, 1, 0, 0, 0 };
 	const PGresult		*r;
-	int			 rc;
+	int			 rc, locked = 0;
 
 	req->phased = (req->route->flags & IDEM_ROUTE_PHASED) != 0;
 	fingerprint(req);
@@ -450,22 +470,19 @@ idem_idempotent_run(idem_req *req)
 
 	memset(q, 0, sizeof(q));
 	q[0].sql = "BEGIN";
-	q[1].sql = sql_lock;
-	q[1].n = 1;
-	q[1].vals = &vals[6];
-	q[2].sql = sql_lookup;
-	q[2].n = 8;
-	q[2].vals = vals;
-	q[2].lens = lens;
-	q[2].fmts = fmts;
-	q[2].binary = 1;
-	if (idem_flight(req->db, q, 3, &req->round_trips) == -1) {
-		idem_flight_clear(q, 3);
+	q[1].sql = sql_lookup;
+	q[1].n = 8;
+	q[1].vals = vals;
+	q[1].lens = lens;
+	q[1].fmts = fmts;
+	q[1].binary = 1;
+	if (idem_flight(req->db, q, 2, &req->round_trips) == -1) {
+		idem_flight_clear(q, 2);
 		failed(req, -1);
 		return;
 	}
 	req->in_txn = 1;
-	r = q[2].res;
+	r = q[1].res;
 	/* The index found the hash; the comparison is in constant time. */
 	if (PQntuples(r) != 1 || PQgetisnull(r, 0, C_TENANT) ||
 	    PQgetlength(r, 0, C_SECRET) != 32 || CRYPTO_memcmp(PQgetvalue(r, 0,
@@ -477,7 +494,8 @@ idem_idempotent_run(idem_req *req)
 		goto done_ro;
 	}
 	req->tenant = get_i64(r, C_TENANT);
-	if (strcmp(PQgetvalue(q[1].res, 0, 0), "t") != 0) {
+	locked = get_bool(r, C_GOT);
+	if (!PQgetisnull(r, 0, C_GOT) && !locked) {
 		idem_resp_problem(req, IDEM_P_KEY_IN_FLIGHT,
 		    "a request with this Idempotency-Key is being processed; "
 		    "retry later");
@@ -487,11 +505,11 @@ idem_idempotent_run(idem_req *req)
 	if (!PQgetisnull(r, 0, C_INSERTED)) {
 		req->record_id = get_i64(r, C_INSERTED);
 		strcpy(req->recovery_point, "started");
-		idem_flight_clear(q, 3);
+		idem_flight_clear(q, 2);
 		goto execute;
 	}
 	if (PQgetisnull(r, 0, C_ID) || !get_bool(r, C_LIVE)) {
-		/* Committed by another request between our two statements. */
+		/* Raced: committed by another request after our snapshot. */
 		idem_resp_problem(req, IDEM_P_KEY_IN_FLIGHT,
 		    "a request with this Idempotency-Key has just been "
 		    "processed; retry");
@@ -513,13 +531,13 @@ idem_idempotent_run(idem_req *req)
 		replay(req, r);
 		goto done_ro;
 	}
-	if (req->phased && get_bool(r, C_STALE) &&
+	if (req->phased && locked && get_bool(r, C_STALE) &&
 	    PQgetlength(r, 0, C_POINT) < (int)sizeof(req->recovery_point)) {
 		/* The owner is gone: take the lease over and resume. */
 		req->record_id = get_i64(r, C_ID);
 		strcpy(req->recovery_point, PQgetvalue(r, 0, C_POINT));
 		req->resumed = 1;
-		idem_flight_clear(q, 3);
+		idem_flight_clear(q, 2);
 		goto execute;
 	}
 	idem_resp_problem(req, IDEM_P_KEY_IN_FLIGHT,
@@ -527,13 +545,25 @@ idem_idempotent_run(idem_req *req)
 	    "retry later");
 	req->outcome = IDEM_OUT_IN_FLIGHT;
 done_ro:
-	idem_flight_clear(q, 3);
-	rollback_async(req);
+	idem_flight_clear(q, 2);
+	/* Holding the key's lock, wait: a retry must not find it taken. */
+	if (locked)
+		PQclear(PQexec(req->db, "ROLLBACK"));
+	else
+		rollback_async(req);
 	return;
 
 execute:
-	if (req->phased && lease(req) == -1) {
-		unavailable(req);
+	if (req->phased && (rc = lease(req, lto)) != 0) {
+		if (rc == -1) {
+			failed(req, -1);
+			return;
+		}
+		idem_resp_problem(req, IDEM_P_KEY_IN_FLIGHT,
+		    "a request with this Idempotency-Key is being processed; "
+		    "retry later");
+		req->outcome = IDEM_OUT_IN_FLIGHT;
+		PQclear(PQexec(req->db, "ROLLBACK"));
 		return;
 	}
 	rc = req->route->fn(req, req->route->arg);

@@ -359,6 +359,19 @@ addr_allowed(const char *list, const char *addr)
 	return 0;
 }
 
+/* How often a parameter occurs (nginx passes repeated headers twice). */
+static int
+param_count(char **envp, const char *prefix)
+{
+	size_t	n = strlen(prefix);
+	int	c = 0;
+
+	for (; envp != NULL && *envp != NULL; envp++)
+		if (strncmp(*envp, prefix, n) == 0)
+			c++;
+	return c;
+}
+
 /* Returns 0 when req is ready for its handler; else the response is set. */
 static int
 prepare(idem_req *req)
@@ -472,6 +485,9 @@ prepare(idem_req *req)
 	if (req->route->flags & IDEM_ROUTE_IDEMPOTENT) {
 		/* Raw: an oversized value is invalid, not missing. */
 		v = FCGX_GetParam("HTTP_IDEMPOTENCY_KEY", req->fcgi->envp);
+		if (v != NULL && param_count(req->fcgi->envp,
+		    "HTTP_IDEMPOTENCY_KEY=") > 1)
+			v = "";		/* two fields (nginx) are malformed */
 		if (v == NULL) {
 			idem_resp_problem(req, IDEM_P_KEY_MISSING,
 			    "this endpoint requires an Idempotency-Key "

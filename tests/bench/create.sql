@@ -1,12 +1,17 @@
 -- create.sql - pgbench script for tests/bench/run: the SQL of one
 -- POST /v1/payments with a new key, as lib/idempotency.c and
 -- apps/payments/payments.c send it, in the same two round trips:
---   flight 1: BEGIN; the advisory lock; the lookup/insert CTE
---   flight 2: the deferred INSERT INTO payments; store the response; COMMIT
+--   flight 1: BEGIN; sql_lock; sql_lookup (the lookup/insert CTE)
+--   flight 2: the deferred INSERT INTO payments; sql_store; COMMIT
 -- Statements joined by \; go to the server as one message (one round
--- trip), as the app's pipelined flights do.  The CTE is the app's text;
--- only output columns are aliased (tenant_id, ins_id, stale), so
--- that \gset gets valid variable names.
+-- trip), like the app's pipelined flights.  The statements are the app's
+-- text with each $N replaced by a literal (pgbench -M simple), plus one
+-- statement of the app's doesn't have: "SELECT lastval()" at the end of
+-- flight 1, because pgbench can only \gset the last result of a flight
+-- and the CTE's own columns are unnamed; the app reads the new key
+-- record's id from the CTE instead.
+-- tests/bench/run warns when the source no longer has these statements:
+-- mirrors: sql_lock=8dfc3fe96569 sql_lookup=4d2fc6ee779a sql_store=12e97d778f2d payments_insert=c227a8eea060
 --
 -- Variables (pgbench -D): n (0, a per-client counter), run (a tag of the
 -- run, so that runs never reuse keys), tenant (api_keys.id), hash (hex of
@@ -17,14 +22,14 @@
 \set p2 random(100000000000, 999999999999)
 BEGIN \;
 SELECT pg_try_advisory_xact_lock(:lock::bigint) \;
-WITH t AS (SELECT id FROM api_keys
+WITH t AS (SELECT id, secret_hash FROM api_keys
     WHERE secret_hash = '\x:hash'::bytea AND revoked_at IS NULL),
  cur AS (SELECT k.id, k.request_method, k.request_path,
     k.request_fingerprint, k.state, k.response_status,
     k.response_headers::text, k.response_body,
     k.expires_at > now() AS live, k.recovery_point,
-    k.locked_at < now() - 300000::bigint * interval '1 millisecond'
-      AS stale
+    coalesce(k.locked_at < now() - 300000::bigint *
+      interval '1 millisecond', true)
   FROM idempotency_keys k, t
   WHERE k.api_key_id = t.id AND k.key = 'p-:run-:client_id-:n'),
  ins AS (INSERT INTO idempotency_keys AS k (api_key_id, key,
@@ -37,6 +42,7 @@ WITH t AS (SELECT id FROM api_keys
   FROM t WHERE pg_try_advisory_xact_lock(:lock::bigint)
     AND NOT EXISTS (SELECT 1 FROM cur WHERE cur.live)
   ON CONFLICT (api_key_id, key) DO UPDATE SET
+    id = nextval(pg_get_serial_sequence('idempotency_keys', 'id')),
     request_method = EXCLUDED.request_method,
     request_path = EXCLUDED.request_path,
     request_fingerprint = EXCLUDED.request_fingerprint,
@@ -46,14 +52,15 @@ WITH t AS (SELECT id FROM api_keys
     expires_at = EXCLUDED.expires_at
   WHERE k.expires_at <= now()
   RETURNING k.id)
- SELECT (SELECT id FROM t) AS tenant_id, (SELECT id FROM ins) AS ins_id,
-   cur.*
- FROM (SELECT 1) AS one LEFT JOIN cur ON true
+ SELECT (SELECT id FROM t), (SELECT id FROM ins), cur.*,
+  (SELECT secret_hash FROM t)
+ FROM (SELECT 1) AS one LEFT JOIN cur ON true \;
+SELECT lastval() AS ins_id
 \gset
 INSERT INTO payments (id, api_key_id, amount, currency, status,
-    description, customer, metadata, created_at)
+    description, customer, metadata, created_at, idem_key_id)
   VALUES ('pay_:p1:p2', :tenant, 1234, 'eur', 'succeeded', 'benchmark',
-    NULL, '{}'::jsonb, to_timestamp(:created)) \;
+    NULL, '{}'::jsonb, to_timestamp(:created), NULL) \;
 UPDATE idempotency_keys SET state = 'completed',
  response_status = 201,
  response_headers = '{"Content-Type":"application/json","Location":"/v1/payments/pay_:p1:p2"}'::jsonb,

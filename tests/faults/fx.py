@@ -239,7 +239,8 @@ class Stack:
         self.host = "127.0.0.1"
         self.app = None         # Popen (socket mode)
         self.lt = None          # Popen
-        self.env = dict(os.environ, **(env or {}))
+        self.env = dict(os.environ, **fx.app_env)
+        self.env.update(env or {})
         self.settings = dict(threads=threads, pool_size=pool_size,
                              acquire_timeout=acquire_timeout,
                              request_timeout=request_timeout)
@@ -274,6 +275,9 @@ ttl = 7d
             backend = ('"bin-path" => "%s -c %s",\n\t"socket" => "%s",\n'
                        '\t"max-procs" => 1,\n'
                        % (self.fx.app_bin, self.conf, self.sock))
+            if self.fx.app_env:
+                backend += '\t"bin-environment" => ( %s ),\n' % ", ".join(
+                    '"%s" => "%s"' % kv for kv in self.fx.app_env.items())
         else:
             backend = '"socket" => "%s",\n' % self.sock
         with open(self.lt_conf, "w") as f:
@@ -439,6 +443,8 @@ class Fixtures:
             if not os.access(b, os.X_OK):
                 raise SetupError("not built: %s" % os.path.relpath(
                     b, builddir))
+        self.app_env = {}
+        self.snapshot()
         if shutil.which("psql") is None:
             raise SetupError("psql not found")
         self.pg_bindir = pg_bindir()
@@ -446,6 +452,68 @@ class Fixtures:
         self.clusters = []
         self.stacks = []
         self.procs = []
+
+    # --- the build under test -------------------------------------------
+    def snapshot(self):
+        """Copy the programs (and libidem, for a libtool build) into the
+        temp dir, so that a rebuild of BUILDDIR during the run cannot pull
+        them away or mix two builds.  A libtool wrapper script is replaced
+        by the real program in .libs/ and LD_LIBRARY_PATH."""
+        bindir = os.path.join(self.tmp, "bin")
+        os.makedirs(bindir, exist_ok=True)
+        os.chmod(bindir, 0o755)
+        libs = os.path.join(self.builddir, "lib", ".libs")
+
+        def real(prog):
+            with open(prog, "rb") as f:
+                head = f.read(4096)
+            if head.startswith(b"#!") and b"libtool" in head:
+                cand = os.path.join(os.path.dirname(prog), ".libs",
+                                    os.path.basename(prog))
+                if os.access(cand, os.X_OK):
+                    return cand, True
+            return prog, False
+
+        def sources():
+            out = []
+            for prog in (self.app_bin, self.idemctl_bin):
+                out.append(real(prog))
+            return out
+
+        def stamp(paths):
+            st = []
+            for p in paths:
+                s = os.stat(p)
+                st.append((p, s.st_size, s.st_mtime_ns))
+            return st
+
+        for _ in range(60):
+            srcs = sources()
+            paths = [p for p, _ in srcs]
+            if any(w for _, w in srcs) and os.path.isdir(libs):
+                paths += sorted(glob.glob(os.path.join(libs, "libidem.so*")))
+            before = stamp(paths)
+            newest = max(m for _, _, m in before) / 1e9
+            if time.time() - newest < 2:
+                time.sleep(0.5)     # being rebuilt right now: wait
+                continue
+            for p in paths:
+                dst = os.path.join(bindir, os.path.basename(p))
+                if os.path.islink(p):
+                    if os.path.lexists(dst):
+                        os.unlink(dst)
+                    os.symlink(os.readlink(p), dst)
+                else:
+                    shutil.copy2(p, dst)
+            if stamp(paths) == before:
+                break
+        else:
+            raise SetupError("the build kept changing; cannot snapshot it")
+        self.app_bin = os.path.join(bindir, os.path.basename(srcs[0][0]))
+        self.idemctl_bin = os.path.join(bindir,
+                                        os.path.basename(srcs[1][0]))
+        if any(w for _, w in srcs):
+            self.app_env = {"LD_LIBRARY_PATH": bindir}
 
     # --- idemctl -------------------------------------------------------------
     def idemctl(self, conninfo, *args):
@@ -456,7 +524,7 @@ class Fixtures:
                 f.write("[database]\nconninfo = %s\n" % conninfo)
         p = subprocess.run([self.idemctl_bin, "-c", conf] + list(args),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           timeout=60)
+                           timeout=30, env=dict(os.environ, **self.app_env))
         if p.returncode != 0:
             raise SetupError("idemctl %s: exit %d: %s" % (
                 " ".join(args), p.returncode,

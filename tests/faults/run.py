@@ -126,6 +126,7 @@ class Scenario:
         for cid, _ in self.checks:
             if cid not in self.done:
                 self.report(cid, False, why)
+                why = ["(see the failure above)"]
 
 
 # --- helpers ------------------------------------------------------------------
@@ -264,16 +265,18 @@ def quiescent(db, st, tid, timeout=20):
 
 
 def until_201(cl, secret, key, data, deadline, pause=0.1, max_tries=600,
-              timeout=15):
-    """Post until a definitive 201; retry on 503, 409 and connection
-    errors (bounded in count and time).  Returns all answers."""
+              timeout=15, also=()):
+    """Post until a definitive 201; retry on 503, 409, connection errors
+    and the statuses in also (bounded in count and time).  Returns all
+    answers."""
     answers = []
+    retry = (503, 409, None) + tuple(also)
     for _ in range(max_tries):
         a = post(cl, secret, key, data, timeout=timeout)
         answers.append(a)
         if a.status == 201:
             break
-        if a.status not in (503, 409, None) or time.monotonic() > deadline:
+        if a.status not in retry or time.monotonic() > deadline:
             break
         time.sleep(pause)
     return answers
@@ -297,8 +300,10 @@ class Load:
         try:
             while not self.stop.is_set():
                 k = self.ctx.key(self.label)
+                # a 500 is counted against the contract, and retried
+                # like a 503 to see whether it left an effect
                 ans = until_201(cl, self.secret, k, body(k),
-                                time.monotonic() + 30)
+                                time.monotonic() + 30, also=(500,))
                 with self.lock:
                     self.records.append((k, ans))
         except Exception:           # noqa: BLE001
@@ -309,7 +314,7 @@ class Load:
             return sum(1 for _, ans in self.records for a in ans
                        if a.status == 201 and not a.replayed and a.t0 > t)
 
-    def run(self, fault, warm=30, after=30):
+    def run(self, fault, warm=30, after=100):
         """Returns (t_fault_start, t_fault_end, t_first_201_after or
         None)."""
         ths = [threading.Thread(target=self.worker, daemon=True)
@@ -367,6 +372,13 @@ def check_retry_answers(sc, cid, load, what):
         diag.append("no 503 seen during %s: the fault was not exercised "
                     "or requests did not fail fast" % what)
     diag += bad[:10]
+    if bad:
+        lines = [ln for ln in load.st.log_text().splitlines()
+                 if '"status":500' in ln or '"level":"error"' in ln or
+                 '"level":"warn"' in ln]
+        diag.append("app log lines at error/warn level or with status 500 "
+                    "(%d; the first 12):" % len(lines))
+        diag += ["  " + ln[:400] for ln in lines[:12]]
     sc.report(cid, not bad and n503 > 0 and not load.errors,
               diag + load.errors[:2])
 
@@ -444,7 +456,9 @@ def s1(ctx, sc):
     # connect_timeout: acquire_timeout rounded up, at least 2 s
     check_latency(sc, "2", load, 2.0 + 2.0 + 1.5)
     alive = st.app.poll() is None and st.app_pids() == {pid0}
-    r = post(fresh(st), secret, ctx.key("after"), body("after"))
+    k = ctx.key("after")
+    r = post(fresh(st), secret, k, body(k))
+    load.records.append((k, [r]))
     ok = first is not None and alive and r.status == 201 and \
         first - tb < 15
     sc.report("3", ok, [
@@ -461,7 +475,6 @@ def s1(ctx, sc):
 def s2(ctx, sc):
     p1 = fx.Cluster(ctx.fx, "fo-primary", extra=(
         "synchronous_commit = on\n"
-        "synchronous_standby_names = '*'\n"
         "wal_level = replica\nmax_wal_senders = 5\n"))
     p1.init()
     p1.start()
@@ -470,6 +483,9 @@ def s2(ctx, sc):
     p2 = fx.Cluster(ctx.fx, "fo-standby")
     p2.init_standby_of(p1, "standby1")
     p2.start()
+    # synchronous only now that the standby is there (else commits wait)
+    p1.db.run("alter system set synchronous_standby_names = '*'; "
+              "select pg_reload_conf();")
     try:
         fx.wait_until("the standby streams synchronously", lambda: p1.db.scalar(
             "select string_agg(sync_state, ',') from pg_stat_replication")
@@ -503,6 +519,7 @@ def s2(ctx, sc):
     alive = st.app.poll() is None and st.app_pids() == {pid0}
     k = ctx.key("after")
     r = post(fresh(st), secret, k, body(k))
+    load.records.append((k, [r]))
     on_new = r.status == 201 and p2.db.int(
         "select count(*) from payments where id = %s"
         % q(r.payment_id() or "")) == 1
