@@ -164,7 +164,7 @@ log_line_prefix = '%%m [%%p] '
         self._as_pg([os.path.join(self.bindir, "pg_basebackup"),
                      "-D", self.data, "-h", primary.sock,
                      "-p", str(primary.port), "-U", "postgres", "-R",
-                     "-X", "stream", "--no-sync"])
+                     "-X", "stream", "-c", "fast", "--no-sync"])
         with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
             f.write(self.settings())
             f.write("cluster_name = '%s'\n" % app_name)

@@ -52,6 +52,7 @@ sys.dont_write_bytecode = True
 
 PAY = "/v1/payments"
 RUN = "f" + uuid.uuid4().hex[:10]       # in every key this run sends
+RESTARTS = 5                            # scenario 1
 
 
 # --- TAP ----------------------------------------------------------------------
@@ -450,8 +451,44 @@ def s1(ctx, sc):
     st.start()
     pid0 = st.app.pid
     load = Load(ctx, st, secret, 8, "restart")
-    ta, tb, first = load.run(lambda: c.restart("fast"))
-    ctx.tap.note("pg_ctl restart -m fast took %.2fs" % (tb - ta))
+    # one request is sure to be mid-statement when the server goes down
+    ks = ctx.key("restartslow")
+    slow = {}
+
+    def slow_post():
+        slow["a"] = post(fresh(st), secret, ks, body(ks, description="slow:2"))
+
+    took = []
+
+    def fault():
+        # several restarts: each catches other requests at other points
+        for i in range(RESTARTS):
+            if i > 0:
+                t = time.monotonic()
+                fx.wait_until("new payments between restarts",
+                              lambda: load.created_since(t) >= 20, 20)
+            else:
+                th = threading.Thread(target=slow_post, daemon=True)
+                th.start()
+                fx.wait_until("the slow request's INSERT sleeps",
+                              lambda: sleeping(c.db, "INSERT INTO payments%"),
+                              10)
+            t = time.monotonic()
+            c.restart("fast")
+            took.append(time.monotonic() - t)
+        th.join(20)
+    ta, tb, first = load.run(fault)
+    ctx.tap.note("%d x pg_ctl restart -m fast, %s s each"
+                 % (len(took), ", ".join("%.2f" % x for x in took)))
+    a = slow.get("a")
+    retry = until_201(fresh(st), secret, ks, body(ks, description="slow:2"),
+                      time.monotonic() + 20, also=(500,))
+    if a is not None:
+        load.records.append((ks, [a] + retry))
+    r5 = (a is not None and proper_retry_answer(a) is None, [
+        "the request sleeping in its INSERT when the server shut down got: "
+        "%s" % (a.describe() if a else "no answer"),
+        "its retry: %s" % retry[-1].brief()])
     check_retry_answers(sc, "1", load, "the restart")
     # connect_timeout: acquire_timeout rounded up, at least 2 s
     check_latency(sc, "2", load, 2.0 + 2.0 + 1.5)
@@ -468,6 +505,7 @@ def s1(ctx, sc):
                            "gone (%s)" % sorted(st.app_pids())),
         "a POST after the load: %s" % r.brief()])
     check_effects(sc, "4", load, c.db, tid)
+    sc.report("5", *r5)
 
 
 # --- scenario 2: failover -----------------------------------------------------
@@ -1120,6 +1158,8 @@ SCENARIOS = [
               "(new 201s, same pid)"),
         ("4", "every key retried to 201 has exactly one payment, the one "
               "its 201s named; no 503 left an effect of its own"),
+        ("5", "a request whose statement runs when the server shuts down "
+              "gets 503 service-unavailable with Retry-After"),
     ]),
     (2, "failover", s2, [
         ("1", "the standby replicates synchronously before the fault"),

@@ -327,3 +327,14 @@ def _(t):
                 t.expect_eq(data, first_body, "body of request %d" % i)
     finally:
         conn.close()
+
+
+@check("a header spelled Idempotency_Key (underscore) is not taken for "
+       "Idempotency-Key: 400 idempotency-key-missing, nothing stored")
+def _(t):
+    before = t.db.int("select count(*) from idempotency_keys")
+    r = t.post(PAY, t.payment_body(), key=None,
+               headers=[("Idempotency_Key", t.new_key())])
+    t.expect_problem(r, 400, "idempotency-key-missing")
+    t.expect_eq(t.db.int("select count(*) from idempotency_keys"), before,
+                "idempotency_keys rows")

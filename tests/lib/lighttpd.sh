@@ -22,7 +22,9 @@ lighttpd_write_conf() {
 	LIGHTTPD_SOCKET=$dir/app.sock-0
 	cat >"$conf" <<EOF
 # generated for one run; see conf/lighttpd.conf for a commented sample
-server.modules       = ( "mod_fastcgi" )
+server.modules       = ( "mod_setenv", "mod_fastcgi" )
+# lighttpd would pass "Idempotency_Key" as HTTP_IDEMPOTENCY_KEY: drop it.
+setenv.set-request-header = ( "Idempotency_Key" => "" )
 server.bind          = "127.0.0.1"
 server.port          = $port
 server.document-root = "$dir/www"

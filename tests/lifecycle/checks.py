@@ -10,6 +10,7 @@ database (the janitor checks on a second one), one after the other.
 import http.client
 import re
 import subprocess
+import threading
 import time
 
 from harness import check, q, Failed
@@ -32,7 +33,7 @@ OUTCOMES = ("created", "replayed", "in_flight", "reused", "rejected",
             "error")
 
 
-# --- helpers -------------------------------------------------------------------
+# --- helpers ---
 
 def crash(t, fault, key, body):
     """POST through the fixture whose app has IDEM_FAULT=fault: its worker
@@ -239,7 +240,7 @@ def bulk_insert(db, tenant_id, prefix, n, expired, state="completed"):
         % (tenant_id, q(prefix), q(prefix), exp, n))
 
 
-# --- metrics access ----------------------------------------------------------------
+# --- metrics access ---
 
 @check("metrics: GET /metrics from 127.0.0.1 (allowed by default) -> 200 "
        "text/plain; with [metrics] allow = 10.9.9.9 -> 404 not-found")
@@ -257,7 +258,7 @@ def _(t):
     t.expect_status(r, 200)
 
 
-# --- crashes at phase boundaries -------------------------------------------------
+# --- crashes at phase boundaries ---
 
 def phased_crash(t, fault, label, calls_for_key):
     env = t.env
@@ -314,26 +315,27 @@ def phased_crash(t, fault, label, calls_for_key):
 
 @check("phased: worker killed after 'payment_created' commits -> 5xx; "
        "retry -> 409 until lock_timeout, then resumes -> 201; one charge, "
-       "one succeeded payment, replayed byte-identical")
+       "one succeeded payment, replayed byte-identical", needs=("faults",))
 def _(t):
     phased_crash(t, "after:payment_created", "apc", calls_for_key=1)
 
 
 @check("phased: worker killed after the acquirer call, before 'charged' "
        "commits -> 5xx; resumed retry charges again under the same key "
-       "(deduplicated): one charge, one succeeded payment, replayed")
+       "(deduplicated): one charge, one succeeded payment, replayed",
+       needs=("faults",))
 def _(t):
     phased_crash(t, "before:charged", "bch", calls_for_key=2)
 
 
 @check("phased: worker killed after 'charged' commits -> 5xx; resumed "
        "retry finishes without calling the acquirer: one charge, one "
-       "succeeded payment, replayed")
+       "succeeded payment, replayed", needs=("faults",))
 def _(t):
     phased_crash(t, "after:charged", "ach", calls_for_key=1)
 
 
-# --- the acquirer's answers ------------------------------------------------------
+# --- the acquirer's answers ---
 
 @check("declined card -> 402 payment-declined, stored: replayed "
        "byte-identical, payment failed, one declined charge")
@@ -442,11 +444,11 @@ def _(t):
     replays(t, key, body, r2)
 
 
-# --- lock timeout -------------------------------------------------------------------
+# --- lock timeout ---
 
 @check("lock timeout: retries within lock_timeout of a dead owner's lease "
        "-> 409 idempotency-key-in-flight, Retry-After: 1, lease untouched; "
-       "the first retry after it takes over and resumes")
+       "the first retry after it takes over and resumes", needs=("faults",))
 def _(t):
     env = t.env
     key, body = env.new_key("lock"), env.payment_body("lock")
@@ -463,11 +465,11 @@ def _(t):
     t.note("%d retries answered 409 before the resume" % n409)
 
 
-# --- reclaim ----------------------------------------------------------------------
+# --- reclaim ---
 
 @check("reclaim: a stuck record at 'started' is left alone while its lease "
        "is live, deleted once older than lock_timeout; a retry then "
-       "executes afresh")
+       "executes afresh", needs=("faults",))
 def _(t):
     env = t.env
     key, body = env.new_key("rcs"), env.payment_body("rcs")
@@ -505,7 +507,8 @@ def _(t):
 
 @check("reclaim: a stuck record past 'payment_created' older than "
        "lock_timeout gets its lease released (locked_at NULL); a retry "
-       "resumes at once -> 201 with the phase-1 payment, one charge")
+       "resumes at once -> 201 with the phase-1 payment, one charge",
+       needs=("faults",))
 def _(t):
     env = t.env
     key, body = env.new_key("rcp"), env.payment_body("rcp")
@@ -537,7 +540,7 @@ def _(t):
     expect_completed(t, key, 201)
 
 
-# --- metrics ------------------------------------------------------------------------
+# --- metrics ---
 
 def req_counts(m):
     return {o: m.get('idem_requests_total{route="%s",outcome="%s"}'
@@ -614,8 +617,9 @@ class Scraper:
 
 
 @check("metrics: idem_requests_total counts created, replayed, reused "
-       "(422), rejected (400), in_flight (409) exactly; idem_in_progress_keys"
-       " = SQL; pool idle+busy = pool_size; histogram _count follows")
+       "(422), rejected (400), in_flight (409), error (503) exactly; "
+       "idem_in_progress_keys = SQL; pool idle+busy = pool_size; histogram "
+       "_count follows")
 def _(t):
     env = t.env
     s = Scraper(t)
@@ -661,12 +665,38 @@ def _(t):
         t.expect_problem(t.post(PAY, body), 400, "idempotency-key-missing")
     step(rejected, "rejected")
 
+    # A 409 needs a request in flight: one waits on the acquirer (its
+    # answer held back; the client gives up after 5 s) with the lease of
+    # phase 1 committed.
     k2, b2 = env.new_key("met409"), env.payment_body("met409")
-    crash(t, "after:payment_created", k2, b2)   # another process
-    m = step(lambda: in_flight_now(t, k2, b2), "in_flight")
-    inprog = m["idem_in_progress_keys"]
-    t.expect(inprog >= 1, "idem_in_progress_keys is %r with a crashed "
-             "request's key in progress" % inprog)
+    env.sim.control("timeout", count=1)
+    bg = {}
+
+    def slow():
+        try:
+            bg["r"] = env.post(PAY, b2, key=k2, timeout=30)
+        except Exception as e:      # shown below
+            bg["e"] = e
+    th = threading.Thread(target=slow, daemon=True)
+    th.start()
+    try:
+        wait_until(lambda: (env.record(k2) or {}).get("recovery_point") ==
+                   "payment_created", 5, "the slow request's phase 1 "
+                   "committed")
+        m = step(lambda: in_flight_now(t, k2, b2), "in_flight")
+        inprog = m["idem_in_progress_keys"]
+        t.expect(inprog >= 1, "idem_in_progress_keys is %r with a request "
+                 "in flight" % inprog)
+    finally:
+        th.join(30)
+    t.expect("r" in bg, "the slow request: %r" % bg.get("e"))
+    t.expect_problem(bg["r"], 503, "service-unavailable")
+    want = req_counts(s.prev)
+    want["error"] += 1
+    s.sent_request(1)
+    m = s.scrape(counted(want))
+    t.expect_eq(m["idem_in_progress_keys"], inprog, "idem_in_progress_keys "
+                "after the 503 (the key stays in progress)")
 
     want = req_counts(s.prev)
     r, n409 = retry_until_resumed(t, k2, b2)
@@ -719,7 +749,7 @@ def _(t):
     t.expect_eq(m["idem_eviction_lag_seconds"], 0, "lag after eviction")
 
 
-# --- eviction --------------------------------------------------------------------------
+# --- eviction ---
 
 @check("evict: 200k expired + 10k live records; --batch 10000 "
        "--max-batches 3 evicts exactly 30000 (the oldest), the rest "
@@ -839,7 +869,7 @@ def _(t):
         db.run("delete from idempotency_keys where api_key_id = %d" % bulk)
 
 
-# --- the janitor of two processes ------------------------------------------------------
+# --- the janitor of two processes ---
 
 def fleet_evicted(t):
     return {j: t.env.metrics(j)["idem_keys_evicted_total"]
@@ -874,13 +904,12 @@ def _(t):
         "psql session")
     bulk_insert(fdb, env.fleet_tenant.id, "fleet-a-", 3000, expired=True)
     since = fdb.scalar("select clock_timestamp()")
-    # Each janitor tick leaves its try-lock as the last query of the pool
-    # connection it used: wait for a tick of both after the insert.
+    # Nothing but the janitor talks to j1 and j2 now: activity on their
+    # connections after the insert is a tick, which found the lock taken.
     wait_until(lambda: fdb.int(
         "select count(distinct application_name) from pg_stat_activity "
-        "where application_name in ('lc-j1', 'lc-j2') and query = "
-        "'SELECT pg_try_advisory_lock(%d)' and state_change > %s"
-        % (EVICT_LOCK, q(since))) == 2, 10,
+        "where application_name in ('lc-j1', 'lc-j2') and state_change > %s"
+        % q(since)) == 2, 10,
         "a janitor tick of both processes while the lock is held")
     t.expect_eq(fleet_expired(t), 3000, "expired records while the fleet "
                 "lock is held elsewhere")
@@ -921,7 +950,7 @@ def _(t):
                 "log lines vs idem_keys_evicted_total")
 
 
-# --- the end ------------------------------------------------------------------------
+# --- the end ---
 
 @check("teardown: every payments.fcgi exits within 10 s of SIGTERM after "
        "its lighttpd stops")
