@@ -412,7 +412,10 @@ fastcgi.server = ( "/" => ((
 
     def logs(self):
         """The files holding the app's stderr."""
-        return [self.app_log] if self.mode == "socket" else [self.lt_err]
+        # spawned, the app inherits lighttpd's stderr (and may write to
+        # its errorlog)
+        return [self.app_log] if self.mode == "socket" else \
+            [self.lt_log, self.lt_err]
 
     def log_text(self):
         out = []

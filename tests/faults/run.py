@@ -52,7 +52,7 @@ sys.dont_write_bytecode = True
 
 PAY = "/v1/payments"
 RUN = "f" + uuid.uuid4().hex[:10]       # in every key this run sends
-RESTARTS = 5                            # scenario 1
+RESTARTS = 8                            # scenario 1
 
 
 # --- TAP ----------------------------------------------------------------------
@@ -400,7 +400,7 @@ def check_effects(sc, cid, load, db, tid):
     pays = payments_by_key(db, tid)
     keys = key_state(db, tid)
     bad = []
-    in_doubt = after503 = 0
+    after = {(c, r): 0 for c in (503, 500) for r in (False, True)}
     for k, ans in load.records:
         got = pays.get(k, [])
         ids = {a.payment_id() for a in ans if a.status == 201}
@@ -411,12 +411,9 @@ def check_effects(sc, cid, load, db, tid):
             elif ids != {got[0]}:
                 bad.append("%s: 201 named %s, the payment is %s"
                            % (k, sorted(map(str, ids)), got[0]))
-            if any(a.status == 503 for a in ans):
-                last = ans[-1]
-                if last.replayed:
-                    in_doubt += 1
-                else:
-                    after503 += 1
+            for code in (503, 500):
+                if any(a.status == code for a in ans):
+                    after[code, ans[-1].replayed] += 1
             st = keys.get(k)
             if st is None or st["state"] != "completed" or \
                     st["status"] != 201:
@@ -434,11 +431,14 @@ def check_effects(sc, cid, load, db, tid):
     stray = [c for c in pays if c not in known]
     if stray:
         bad.append("payments of keys this client never sent: %s" % stray[:5])
-    diag = ["%d keys, %d payments; %d keys answered 503 and then created "
-            "once (the 503 left no effect), %d answered 503 and then "
-            "replayed (the COMMIT had gone through: in-doubt, not lost)"
-            % (len(load.records), sum(map(len, pays.values())), after503,
-               in_doubt)]
+    diag = ["%d keys, %d payments" % (len(load.records),
+                                       sum(map(len, pays.values())))]
+    for code in (503, 500):
+        if after[code, False] or after[code, True]:
+            diag.append("%d keys answered %d and then created once (it left "
+                        "no effect), %d answered %d and then replayed (the "
+                        "COMMIT had gone through: in doubt, not lost)"
+                        % (after[code, False], code, after[code, True], code))
     sc.report(cid, not bad and len(load.records) > 0, diag + bad[:10])
 
 
