@@ -4,8 +4,20 @@
  * only (PQsendQueryParams), so pgbouncer in transaction mode works.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "private.h"
+
+/* Errors of the server or the connection rather than of the request. */
+static int
+transient(const PGresult *r)
+{
+	const char	*st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+	return st == NULL || strncmp(st, "08", 2) == 0 ||
+	    strncmp(st, "57", 2) == 0 || strncmp(st, "53", 2) == 0 ||
+	    strncmp(st, "40", 2) == 0;
+}
 
 int
 idem_flight(PGconn *db, struct idem_q *q, size_t n, unsigned *round_trips)
@@ -35,35 +47,33 @@ idem_flight(PGconn *db, struct idem_q *q, size_t n, unsigned *round_trips)
 	for (i = 0; i < n; i++) {
 		/* One result per statement (or PIPELINE_ABORTED), then NULL. */
 		if ((r = PQgetResult(db)) == NULL) {
-			rc = -1;
+			rc = -2;	/* the connection went away */
 			goto out;
 		}
 		q[i].res = r;
 		st = PQresultStatus(r);
 		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-			if (st != PGRES_PIPELINE_ABORTED)
-				idem_log(IDEM_LOG_ERROR, "db: %s",
-				    PQresultErrorMessage(r));
-			rc = -1;
-			if (st == PGRES_PIPELINE_SYNC || PQstatus(db) !=
-			    CONNECTION_OK)
-				goto out;
+			idem_log(IDEM_LOG_ERROR, "db: %s",
+			    PQresultErrorMessage(r));
+			rc = transient(r) ? -2 : -1;
+			goto out;
 		}
 		while ((r = PQgetResult(db)) != NULL)
 			PQclear(r);
 	}
+	rc = 0;
 	/* And the sync that closes the flight. */
-	if ((r = PQgetResult(db)) != NULL) {
-		if (PQresultStatus(r) != PGRES_PIPELINE_SYNC)
-			rc = -1;
+	if ((r = PQgetResult(db)) != NULL)
 		PQclear(r);
-	}
 out:
-	if (PQexitPipelineMode(db) == 0) {
-		idem_log(IDEM_LOG_ERROR, "db: cannot leave pipeline mode: %s",
+	/*
+	 * Every statement's own result decides: a COMMIT that answered OK
+	 * has committed even if the connection broke before the sync.  A
+	 * connection left in pipeline mode is reset when it is released.
+	 */
+	if (PQexitPipelineMode(db) == 0)
+		idem_log(IDEM_LOG_WARN, "db: cannot leave pipeline mode: %s",
 		    PQerrorMessage(db));
-		rc = -1;
-	}
 	return rc;
 }
 

@@ -179,8 +179,8 @@ failed(idem_req *req, int rc)
 	req->outcome = IDEM_OUT_ERROR;
 	if (rc == 0 && req->status >= 500)
 		return;
-	if (req->db_unavailable || req->db == NULL ||
-	    PQstatus(req->db) != CONNECTION_OK)
+	/* -2: the database failed, not the request; a retry may succeed. */
+	if (rc == -2 || req->db_unavailable || idem_db_broken(req->db))
 		unavailable(req);
 	else
 		idem_resp_problem(req, IDEM_P_INTERNAL,
@@ -476,9 +476,9 @@ idem_idempotent_run(idem_req *req)
 	q[1].lens = lens;
 	q[1].fmts = fmts;
 	q[1].binary = 1;
-	if (idem_flight(req->db, q, 2, &req->round_trips) == -1) {
+	if ((rc = idem_flight(req->db, q, 2, &req->round_trips)) != 0) {
 		idem_flight_clear(q, 2);
-		failed(req, -1);
+		failed(req, rc);
 		return;
 	}
 	req->in_txn = 1;
@@ -555,8 +555,8 @@ done_ro:
 
 execute:
 	if (req->phased && (rc = lease(req, lto)) != 0) {
-		if (rc == -1) {
-			failed(req, -1);
+		if (rc < 0) {
+			failed(req, rc);
 			return;
 		}
 		idem_resp_problem(req, IDEM_P_KEY_IN_FLIGHT,
@@ -578,8 +578,8 @@ execute:
 		failed(req, rc);
 		return;
 	}
-	if (store_and_commit(req) == -1) {
-		failed(req, -1);
+	if ((rc = store_and_commit(req)) != 0) {
+		failed(req, rc);
 		return;
 	}
 	req->outcome = IDEM_OUT_CREATED;

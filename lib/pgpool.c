@@ -173,6 +173,18 @@ idem_pool_acquire(struct idem_pool *p, long long timeout_ms)
 	return NULL;
 }
 
+int
+idem_db_broken(PGconn *db)
+{
+	/* A server that ended the session has usually closed the socket
+	 * too, which libpq only notices when it reads. */
+	if (db == NULL || PQstatus(db) != CONNECTION_OK)
+		return 1;
+	if (PQconsumeInput(db) == 0)
+		return 1;
+	return PQstatus(db) != CONNECTION_OK;
+}
+
 void
 idem_pool_release(struct idem_pool *p, PGconn *db)
 {

@@ -27,6 +27,8 @@ void	 idem_pool_release(struct idem_pool *pool, PGconn *db);
 void	 idem_pool_counts(struct idem_pool *pool, unsigned *idle,
 	    unsigned *busy);
 void	 idem_pool_free(struct idem_pool *pool);
+/* Is db unusable (server gone, session terminated)?  Reads pending input. */
+int	 idem_db_broken(PGconn *db);
 /* Connect one standalone connection (idemctl). */
 PGconn	*idem_db_connect(const char *conninfo, long long timeout_ms);
 
@@ -42,7 +44,11 @@ struct idem_q {
 	PGresult		*res;	/* filled; idem_flight_clear() */
 };
 
-/* Pipeline q[0..n-1] and a sync; 0 when every statement succeeded. */
+/*
+ * Pipeline q[0..n-1] and a sync; 0 when every statement succeeded, -2 when
+ * one failed for a transient reason (connection, shutdown, timeout,
+ * serialisation), -1 otherwise.
+ */
 int	idem_flight(PGconn *db, struct idem_q *q, size_t n,
 	    unsigned *round_trips);
 void	idem_flight_clear(struct idem_q *q, size_t n);

@@ -533,7 +533,8 @@ run_plain(idem_req *req)
 
 	rc = req->route->fn(req, req->route->arg);
 	if (rc == -1 || req->status == 0) {
-		if (req->db_unavailable)
+		if (req->db_unavailable || (req->db != NULL &&
+		    idem_db_broken(req->db)))
 			idem_resp_problem(req, IDEM_P_UNAVAILABLE,
 			    "the database is not available; retry later");
 		else

@@ -4,8 +4,9 @@ tests/bench/run: it tells when the middleware's or the handler's SQL has
 changed since create.sql was written.
 
     sqlsum.py SRCDIR          print "NAME=SUM" for each statement
-    sqlsum.py SRCDIR FILE     compare with the "-- mirrors:" line of FILE;
-                              print what differs (nothing: all the same)
+    sqlsum.py SRCDIR FILE     compare with the "-- mirrors:" line of FILE
+                              (NAME=SUM ...); print the names that differ
+                              (nothing: all the same)
 
 The statements: sql_lock, sql_lookup and sql_store of lib/idempotency.c
 (C string literals) and the INSERT INTO payments that
@@ -58,8 +59,8 @@ def main():
                 for kv in line.split(":", 1)[1].split():
                     k, _, v = kv.partition("=")
                     want[k] = v
-    for k, v in now.items():
-        if want.get(k) != v:
+    for k, v in want.items():
+        if now.get(k) != v:
             print(k)
 
 

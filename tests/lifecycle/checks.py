@@ -8,12 +8,13 @@ database (the janitor checks on a second one), one after the other.
 """
 
 import http.client
+import os
 import re
 import subprocess
 import threading
 import time
 
-from harness import check, q, Failed
+from harness import check, q
 from lcenv import (PAY, ROUTE, EVICT_LOCK, LOCK_TIMEOUT_S, POOL_SIZE,
                    pid_running, wait_until)
 
@@ -222,7 +223,7 @@ def wait_lease_older_than_lock_timeout(t, key):
                LTO + 10, "the lease of %s older than lock_timeout" % key)
 
 
-def bulk_insert(db, tenant_id, prefix, n, expired, state="completed"):
+def bulk_insert(db, tenant_id, prefix, n, expired):
     """n completed key records of tenant_id; expired ones expire 1 h + g ms
     ago (g = 1..n: the larger g, the older), live ones in a day."""
     exp = ("now() - interval '1 hour' - g * interval '1 millisecond'"
@@ -457,8 +458,8 @@ def _(t):
                         "after the crash")
     in_flight_now(t, key, body)
     r, n409 = retry_until_resumed(t, key, body, fixed_lease=rec["locked_at"])
-    t.expect(n409 >= 3, "only %d retries answered 409 within lock_timeout "
-             "(%g s, retrying every 0.1 s)" % (n409, LTO))
+    t.expect(n409 >= 2, "only %d more retries answered 409 within "
+             "lock_timeout (%g s, retrying every 0.1 s)" % (n409, LTO))
     t.expect_not_replayed(r)
     expect_succeeded(t, r, body["description"],
                      env.payments_described(body["description"])[0]["id"])
@@ -843,27 +844,25 @@ def _(t):
                            % (env.tenant.id, q(key))), 1, "records of the key")
 
 
-@check("evict: never an in_progress record, even expired (live lock or "
-       "stale lock); the expired completed one next to them goes")
+@check("evict: never an in_progress record whose lock is live, even "
+       "expired; the expired completed one next to it goes")
 def _(t):
     env, db, bulk = t.env, t.env.db, t.env.bulk.id
     try:
         db.run(
             "insert into idempotency_keys (api_key_id, key, request_method,"
             " request_path, request_fingerprint, state, recovery_point, "
-            "locked_at, created_at, expires_at) select %d, k, 'POST', "
-            "'/v1/payments', sha256(convert_to(k, 'UTF8')), 'in_progress', "
-            "'payment_created', l, now() - interval '2 days', now() - "
-            "interval '1 hour' from (values ('ip-live', now()), "
-            "('ip-stale', now() - interval '1 hour')) v(k, l)" % bulk)
+            "locked_at, created_at, expires_at) values (%d, 'ip-live', "
+            "'POST', '/v1/payments', sha256(convert_to('ip-live', 'UTF8')),"
+            " 'in_progress', 'payment_created', now(), now() - interval "
+            "'2 days', now() - interval '1 hour')" % bulk)
         bulk_insert(db, bulk, "ip-done-", 1, expired=True)
         want = expired_completed(t)
         n, _ = evict(t)
         t.expect_eq(n, want, "evicted vs expired completed records")
         left = db.rows("select key, state from idempotency_keys where "
                        "api_key_id = %d order by key" % bulk)
-        t.expect_eq(left, [{"key": "ip-live", "state": "in_progress"},
-                           {"key": "ip-stale", "state": "in_progress"}],
+        t.expect_eq(left, [{"key": "ip-live", "state": "in_progress"}],
                     "records left")
     finally:
         db.run("delete from idempotency_keys where api_key_id = %d" % bulk)
@@ -889,13 +888,14 @@ def _(t):
     t.expect_eq(fleet_expired(t), 0, "expired records in the fleet store")
     base = fleet_evicted(t)
     env.fleet_base = base
-    lock = subprocess.Popen(
-        ["psql", "-X", "-q", "-At", "-d",
-         env.fleet_conninfo + " application_name=lc-lock",
-         "-c", "select pg_advisory_lock(%d)" % EVICT_LOCK,
-         "-c", "select pg_sleep(120)"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE)
+    # A session-level lock on the janitor's key, held until terminated.
+    with open(os.path.join(env.tmp, "lock-session.log"), "ab") as log:
+        lock = subprocess.Popen(
+            ["psql", "-X", "-q", "-At", "-d",
+             env.fleet_conninfo + " application_name=lc-lock",
+             "-c", "select pg_advisory_lock(%d)" % EVICT_LOCK,
+             "-c", "select pg_sleep(120)"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
     env.fleet_lock = lock
     wait_until(lambda: fdb.int(
         "select count(*) from pg_locks l join pg_stat_activity a using "

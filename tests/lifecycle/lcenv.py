@@ -429,8 +429,7 @@ class Env:
         for conf in (c["main"], c["j1"]):
             out = self.ctl(conf, "migrate", "--dir",
                            os.path.join(self.srcdir, "sql"))
-            if "3 migrations applied" not in out and \
-                    "migrations applied" not in out:
+            if not re.match(r"\d+ migrations? applied", out):
                 raise Failed("idemctl migrate said %r" % out)
         self.tenant = self.new_tenant(c["main"], self.db, "lc-a")
         self.bulk = self.new_tenant(c["main"], self.db, "lc-bulk")
@@ -449,7 +448,16 @@ class Env:
             self.fx[name] = fx
             fx.start()
         for name, _, _ in plan:
-            self.fx[name].wait_ready()
+            fx = self.fx[name]
+            for attempt in range(3):
+                try:
+                    fx.wait_ready()
+                    break
+                except Failed:
+                    # The port picked may have been taken meanwhile.
+                    if attempt == 2 or fx.proc.poll() is None:
+                        raise
+                    fx.start()
             say("fixture %s on 127.0.0.1:%d%s" % (
                 name, self.fx[name].port,
                 " (IDEM_FAULT=%s)" % self.fx[name].fault

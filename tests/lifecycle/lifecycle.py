@@ -61,10 +61,18 @@ def main():
     import lcenv
     import checks  # noqa: F401 (registers the checks)
 
+    sys.stdout.reconfigure(line_buffering=True)
+
     def on_signal(signum, frame):
+        # Once: the cleanup below must not be interrupted by a second one.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("# interrupted by signal %d: cleaning up" % signum)
         raise SystemExit(128 + signum)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
 
     env = lcenv.Env(args)
     rc = 1
