@@ -150,6 +150,12 @@ int		 idem_resp_problem(idem_req *req, enum idem_problem p,
  */
 const char	*idem_req_recovery_point(const idem_req *req);
 int		 idem_req_phase_commit(idem_req *req, const char *next_point);
+/*
+ * End the current phase's (read-only) transaction without recording a
+ * point, so that a slow external call holds no transaction open; the next
+ * idem_req_db() opens a new one.  -1 if statements are deferred.
+ */
+int		 idem_req_phase_pause(idem_req *req);
 /* The record's id: lets a phase find the rows an earlier phase wrote. */
 int64_t		 idem_req_record_id(const idem_req *req);
 /* A stable key derived from ours, for the external call of a phase. */
@@ -165,14 +171,15 @@ int		 idem_migrate(PGconn *db, const char *dir, char *err,
 int		 idem_api_key_create(PGconn *db, const char *name,
 		    char *secret, size_t secretlen, int64_t *id);
 /*
- * Delete expired completed records in batches, each under a fleet-wide
- * lock; fills evicted.  0, -1 on error, 1 when another process is
- * evicting (nothing done).
+ * Delete expired records in batches, each under a fleet-wide lock; an
+ * in-progress one only when its lease is older than lock_timeout_ms.
+ * Fills evicted.  0, -1 on error, 1 when another process is evicting.
  */
 int		 idem_evict(PGconn *db, long batch, long max_batches,
-		    long *evicted);
+		    long long lock_timeout_ms, long *evicted);
 /* Release in_progress records whose lock is older than lock_timeout. */
-int		 idem_reclaim(PGconn *db, long lock_timeout_s, long *reclaimed);
+int		 idem_reclaim(PGconn *db, long long lock_timeout_ms,
+		    long *reclaimed);
 
 #ifdef __cplusplus
 }

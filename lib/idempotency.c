@@ -232,27 +232,39 @@ headers_json(const idem_req *req, struct idem_buf *b)
 	return rc == 0 ? 0 : -1;
 }
 
-/* Flight 2: deferred effects, the stored response, COMMIT. */
-static int
-store_and_commit(idem_req *req)
+/* Append the handler's deferred statements to q at n; the new n. */
+static size_t
+defer_queue(idem_req *req, struct idem_q *q, size_t n)
 {
-	struct idem_q	 q[4 + 2];
-	struct idem_buf	 hj = { 0 };
-	char		 id[24], st[8];
-	const char	*vals[4];
-	int		 lens[4] = { 0, 0, 0, 0 }, fmts[4] = { 0, 0, 0, 1 };
-	size_t		 n = 0, i;
-	int		 rc;
+	size_t	i;
 
-	if (headers_json(req, &hj) == -1)
-		return -1;
-	for (i = 0; i < req->ndefer; i++) {
+	for (i = 0; i < req->ndefer; i++, n++) {
 		memset(&q[n], 0, sizeof(q[n]));
 		q[n].sql = req->defer[i].sql;
 		q[n].n = req->defer[i].n;
 		q[n].vals = (const char *const *)req->defer[i].vals;
-		n++;
 	}
+	return n;
+}
+
+/* Flight 2: deferred effects, the stored response, COMMIT. */
+static int
+store_and_commit(idem_req *req)
+{
+	struct idem_q	 q[1 + 4 + 2];
+	struct idem_buf	 hj = { 0 };
+	char		 id[24], st[8];
+	const char	*vals[4];
+	int		 lens[4] = { 0, 0, 0, 0 }, fmts[4] = { 0, 0, 0, 1 };
+	size_t		 n = 0;
+	int		 rc;
+
+	if (headers_json(req, &hj) == -1)
+		return -1;
+	memset(q, 0, sizeof(q));
+	if (!req->txn_open)	/* phased: the last phase opened none */
+		q[n++].sql = "BEGIN";
+	n = defer_queue(req, q, n);
 	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
 	snprintf(st, sizeof(st), "%d", req->status);
 	vals[0] = id;
@@ -269,6 +281,7 @@ store_and_commit(idem_req *req)
 	n++;
 	q[n++].sql = "COMMIT";
 	rc = idem_flight(req->db, q, n, &req->round_trips);
+	req->txn_open = 0;
 	if (rc == 0 && strcmp(PQcmdStatus(q[n - 2].res), "UPDATE 1") != 0)
 		rc = -1;
 	idem_flight_clear(q, n);
@@ -277,14 +290,15 @@ store_and_commit(idem_req *req)
 }
 
 /*
- * Commit the record as leased and open the first phase.  A takeover only
+ * Commit the record as leased.  The first phase's transaction opens when
+ * the handler first asks for its connection (idem_req_db).  A takeover only
  * succeeds if the lease is still expired now: the lookup's snapshot may
  * predate another request's takeover.  0, -1 error, 1 lost the race.
  */
 static int
 lease(idem_req *req, const char *lock_timeout_ms)
 {
-	struct idem_q	 q[3];
+	struct idem_q	 q[2];
 	char		 id[24];
 	const char	*vals[2] = { id, lock_timeout_ms };
 	int		 rc;
@@ -299,11 +313,11 @@ lease(idem_req *req, const char *lock_timeout_ms)
 	q[0].n = 2;
 	q[0].vals = vals;
 	q[1].sql = "COMMIT";
-	q[2].sql = "BEGIN";
-	rc = idem_flight(req->db, q, 3, &req->round_trips);
+	rc = idem_flight(req->db, q, 2, &req->round_trips);
+	req->txn_open = 0;
 	if (rc == 0 && strcmp(PQcmdStatus(q[0].res), "UPDATE 1") != 0)
 		rc = 1;
-	idem_flight_clear(q, 3);
+	idem_flight_clear(q, 2);
 	return rc;
 }
 
@@ -319,7 +333,9 @@ phase_failed(idem_req *req, int rc)
 	const char	*vals[1] = { id };
 	PGresult	*r;
 
-	PQclear(PQexec(req->db, "ROLLBACK"));
+	if (req->txn_open)
+		PQclear(PQexec(req->db, "ROLLBACK"));
+	req->txn_open = 0;
 	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
 	r = PQexecParams(req->db, strcmp(req->recovery_point, "started") == 0 ?
 	    "DELETE FROM idempotency_keys WHERE id = $1 AND state = "
@@ -353,6 +369,38 @@ fault(const char *when, const char *point)
 #endif
 }
 
+int
+idem_phase_begin(idem_req *req)
+{
+	PGresult	*r;
+	int		 ok;
+
+	r = PQexec(req->db, "BEGIN");
+	req->round_trips++;
+	ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+	PQclear(r);
+	if (ok)
+		req->txn_open = 1;
+	return ok ? 0 : -1;
+}
+
+int
+idem_req_phase_pause(idem_req *req)
+{
+	PGresult	*r;
+
+	/* Nothing may be pending: this records no recovery point. */
+	if (!req->phased || req->ndefer > 0)
+		return -1;
+	if (!req->txn_open)
+		return 0;
+	r = PQexec(req->db, "ROLLBACK");
+	req->round_trips++;
+	req->txn_open = 0;
+	PQclear(r);
+	return 0;
+}
+
 const char *
 idem_req_recovery_point(const idem_req *req)
 {
@@ -371,7 +419,7 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	struct idem_q	 q[4 + 3];
 	char		 id[24];
 	const char	*vals[2];
-	size_t		 n = 0, i;
+	size_t		 n = 0;
 	int		 rc;
 
 	if (!req->phased || req->db == NULL || next == NULL ||
@@ -382,24 +430,22 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	vals[0] = id;
 	vals[1] = next;
 	memset(q, 0, sizeof(q));
-	for (i = 0; i < req->ndefer; i++, n++) {
-		q[n].sql = req->defer[i].sql;
-		q[n].n = req->defer[i].n;
-		q[n].vals = (const char *const *)req->defer[i].vals;
-	}
+	if (!req->txn_open)
+		q[n++].sql = "BEGIN";
+	n = defer_queue(req, q, n);
 	/* The lease is renewed with every phase. */
 	q[n].sql = "UPDATE idempotency_keys SET recovery_point = $2,"
 	    " locked_at = now() WHERE id = $1 AND state = 'in_progress'";
 	q[n].n = 2;
 	q[n++].vals = vals;
 	q[n++].sql = "COMMIT";
-	q[n++].sql = "BEGIN";
 	rc = idem_flight(req->db, q, n, &req->round_trips);
-	if (rc == 0 && strcmp(PQcmdStatus(q[n - 3].res), "UPDATE 1") != 0)
+	req->txn_open = 0;
+	if (rc == 0 && strcmp(PQcmdStatus(q[n - 2].res), "UPDATE 1") != 0)
 		rc = -1;
 	idem_flight_clear(q, n);
 	idem_defer_free(req);
-	if (rc == -1)
+	if (rc != 0)
 		return -1;
 	strcpy(req->recovery_point, next);
 	fault("after", next);
@@ -482,6 +528,7 @@ idem_idempotent_run(idem_req *req)
 		return;
 	}
 	req->in_txn = 1;
+	req->txn_open = 1;
 	r = q[1].res;
 	/* The index found the hash; the comparison is in constant time. */
 	if (PQntuples(r) != 1 || PQgetisnull(r, 0, C_TENANT) ||

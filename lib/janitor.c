@@ -25,14 +25,15 @@ idem_janitor_tick(idem_app *app)
 	if ((db = idem_pool_acquire(app->pool, app->cfg.acquire_timeout_ms))
 	    == NULL)
 		return;
-	if ((rc = idem_evict(db, app->cfg.evict_batch, 0, &evicted)) == 0) {
+	if ((rc = idem_evict(db, app->cfg.evict_batch, 0,
+	    app->cfg.lock_timeout_ms, &evicted)) == 0) {
 		idem_metrics_add(app, IDEM_M_EVICTED, evicted);
 		idem_log(IDEM_LOG_INFO, "janitor: evicted %ld keys", evicted);
 	}
 	/* Only rows whose lease is older than lock_timeout, which is longer
 	 * than any request may run; safe from several processes at once. */
-	if (rc == 0 && idem_reclaim(db, (long)(app->cfg.lock_timeout_ms /
-	    1000), &reclaimed) == 0 && reclaimed > 0) {
+	if (rc == 0 && idem_reclaim(db, app->cfg.lock_timeout_ms,
+	    &reclaimed) == 0 && reclaimed > 0) {
 		idem_metrics_add(app, IDEM_M_RECLAIMED, reclaimed);
 		idem_log(IDEM_LOG_INFO, "janitor: reclaimed %ld stuck keys",
 		    reclaimed);

@@ -177,9 +177,9 @@ idem_api_key_create(PGconn *db, const char *name, char *secret,
 
 /* One batch under the fleet-wide eviction lock: rows, or -1, or -2 busy. */
 static long
-evict_batch(PGconn *db, const char *lim)
+evict_batch(PGconn *db, const char *lim, const char *lto)
 {
-	const char	*vals[1] = { lim };
+	const char	*vals[2] = { lim, lto };
 	PGresult	*r;
 	long		 n = -1;
 
@@ -196,12 +196,14 @@ evict_batch(PGconn *db, const char *lim)
 		goto out;
 	}
 	PQclear(r);
-	/* Completed records only: in_progress ones belong to reclaim. */
+	/* Never an in-progress record whose lease is live. */
 	r = PQexecParams(db, "DELETE FROM idempotency_keys WHERE id IN"
 	    " (SELECT id FROM idempotency_keys"
-	    "  WHERE expires_at <= now() AND state = 'completed'"
+	    "  WHERE expires_at <= now() AND (state = 'completed'"
+	    "   OR locked_at IS NULL"
+	    "   OR locked_at < now() - $2::bigint * interval '1 millisecond')"
 	    "  ORDER BY expires_at LIMIT $1::bigint"
-	    "  FOR UPDATE SKIP LOCKED)", 1, NULL, vals, NULL, NULL, 0);
+	    "  FOR UPDATE SKIP LOCKED)", 2, NULL, vals, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
 		goto out;
 	n = strtol(PQcmdTuples(r), NULL, 10);
@@ -219,17 +221,19 @@ out:
 }
 
 int
-idem_evict(PGconn *db, long batch, long max_batches, long *evicted)
+idem_evict(PGconn *db, long batch, long max_batches,
+    long long lock_timeout_ms, long *evicted)
 {
-	char	lim[24];
+	char	lim[24], lto[24];
 	long	n, i;
 
 	*evicted = 0;
 	if (batch <= 0)
 		batch = 10000;
 	snprintf(lim, sizeof(lim), "%ld", batch);
+	snprintf(lto, sizeof(lto), "%lld", lock_timeout_ms);
 	for (i = 0; max_batches <= 0 || i < max_batches; i++) {
-		if ((n = evict_batch(db, lim)) == -1)
+		if ((n = evict_batch(db, lim, lto)) == -1)
 			return -1;
 		if (n == -2)
 			return i == 0 ? 1 : 0;	/* another process evicts */
@@ -241,7 +245,7 @@ idem_evict(PGconn *db, long batch, long max_batches, long *evicted)
 }
 
 int
-idem_reclaim(PGconn *db, long lock_timeout_s, long *reclaimed)
+idem_reclaim(PGconn *db, long long lock_timeout_ms, long *reclaimed)
 {
 	char		 t[24];
 	const char	*vals[1] = { t };
@@ -249,7 +253,9 @@ idem_reclaim(PGconn *db, long lock_timeout_s, long *reclaimed)
 	int		 rc = -1;
 
 	*reclaimed = 0;
-	snprintf(t, sizeof(t), "%ld", lock_timeout_s);
+	if (lock_timeout_ms <= 0)
+		return -1;	/* would take over every running request */
+	snprintf(t, sizeof(t), "%lld", lock_timeout_ms);
 	/*
 	 * A stuck record that never passed a phase is released (deleted): a
 	 * retry executes afresh.  One past a recovery point is unlocked so the
@@ -257,11 +263,11 @@ idem_reclaim(PGconn *db, long lock_timeout_s, long *reclaimed)
 	 */
 	r = PQexecParams(db, "WITH gone AS (DELETE FROM idempotency_keys"
 	    "  WHERE state = 'in_progress' AND recovery_point = 'started'"
-	    "  AND locked_at < now() - $1::bigint * interval '1 second'"
+	    "  AND locked_at < now() - $1::bigint * interval '1 millisecond'"
 	    "  RETURNING 1),"
 	    " freed AS (UPDATE idempotency_keys SET locked_at = NULL"
 	    "  WHERE state = 'in_progress' AND recovery_point <> 'started'"
-	    "  AND locked_at < now() - $1::bigint * interval '1 second'"
+	    "  AND locked_at < now() - $1::bigint * interval '1 millisecond'"
 	    "  RETURNING 1)"
 	    " SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM freed)",
 	    1, NULL, vals, NULL, NULL, 0);

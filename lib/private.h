@@ -132,7 +132,8 @@ struct idem_req {
 	/* database */
 	PGconn			*db;
 	int			 db_unavailable;
-	int			 in_txn;	/* db is inside our transaction */
+	int			 in_txn;	/* under the middleware */
+	int			 txn_open;	/* a transaction is open on db */
 	int64_t			 record_id;	/* idempotency_keys.id */
 	char			 recovery_point[64];
 	int			 phased;
@@ -173,6 +174,8 @@ int	idem_random_hex(char *out, size_t nbytes);
 
 /* idempotency.c: run req's handler exactly once for its key. */
 void	idem_idempotent_run(idem_req *req);
+/* Phased: open the next phase's transaction when the handler wants db. */
+int	idem_phase_begin(idem_req *req);
 
 /* The fleet-wide eviction lock (any constant). */
 #define IDEM_EVICT_LOCK	"7236491087"

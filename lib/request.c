@@ -163,6 +163,9 @@ idem_req_db(idem_req *req)
 		if (req->db == NULL)
 			req->db_unavailable = 1;
 	}
+	if (req->db != NULL && req->phased && req->in_txn && !req->txn_open &&
+	    idem_phase_begin(req) == -1)
+		return NULL;
 	return req->db;
 }
 
@@ -565,6 +568,8 @@ idem_request_handle(idem_app *app, FCGX_Request *fcgi)
 		req.outcome = IDEM_OUT_REJECTED;
 	if (req.status == 0)
 		idem_resp_problem(&req, IDEM_P_INTERNAL, "no response");
+	/* Counted before the client can read the answer and scrape. */
+	idem_metrics_request(app, &req, (double)(now_us() - t0) / 1e6);
 	/* The client is answered before a pending ROLLBACK is drained. */
 	resp_write(&req);
 	FCGX_FFlush(fcgi->out);
@@ -572,7 +577,6 @@ idem_request_handle(idem_app *app, FCGX_Request *fcgi)
 		idem_pool_release(app->pool, req.db);
 	req.db = NULL;
 	idem_log_request(&req, now_us() - t0);
-	idem_metrics_request(app, &req, (double)(now_us() - t0) / 1e6);
 	idem_resp_reset(&req);
 	idem_buf_free(&req.resp);
 	idem_buf_free(&req.canon);

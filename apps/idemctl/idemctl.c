@@ -120,7 +120,7 @@ cmd_evict(PGconn *db, const struct idem_cfg *cfg, int argc, char **argv)
 			return usage(), 2;
 	}
 	t0 = now_s();
-	if ((rc = idem_evict(db, batch, max, &n)) == -1) {
+	if ((rc = idem_evict(db, batch, max, cfg->lock_timeout_ms, &n)) == -1) {
 		fprintf(stderr, "idemctl: evict: %s", PQerrorMessage(db));
 		return 1;
 	}
@@ -137,7 +137,7 @@ cmd_reclaim(PGconn *db, const struct idem_cfg *cfg)
 {
 	long	n;
 
-	if (idem_reclaim(db, (long)(cfg->lock_timeout_ms / 1000), &n) == -1) {
+	if (idem_reclaim(db, cfg->lock_timeout_ms, &n) == -1) {
 		fprintf(stderr, "idemctl: reclaim: %s", PQerrorMessage(db));
 		return 1;
 	}

@@ -644,7 +644,9 @@ phase_charge(idem_req *req, const char *url)
 
 	if ((r = phased_payment(req)) == NULL)
 		return -1;
-	if (idem_req_derived_key(req, "charge", key, sizeof(key)) == -1 ||
+	/* No transaction stays open while the acquirer takes its time. */
+	if (idem_req_phase_pause(req) == -1 ||
+	    idem_req_derived_key(req, "charge", key, sizeof(key)) == -1 ||
 	    acquirer_charge(url, key, PQgetvalue(r, 0, 0),
 	    strtoll(PQgetvalue(r, 0, 1), NULL, 10), PQgetvalue(r, 0, 2),
 	    ACQUIRER_TIMEOUT_S, &res) == -1) {
