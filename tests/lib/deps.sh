@@ -14,9 +14,11 @@ IDEM_DEPS_BUILD="build-essential autoconf automake libtool pkg-config
 	libfcgi-dev libyajl-dev libpq-dev libssl-dev"
 # shellcheck disable=SC2034
 IDEM_DEPS_RUN="postgresql postgresql-client lighttpd python3"
-# The other server fixtures of the suite.
+# The other server fixtures of the suite, the direct FastCGI client
+# (cgi-fcgi), pgbouncer, and the fuzz, sanitizer and valgrind stages.
 # shellcheck disable=SC2034
-IDEM_DEPS_FIXTURES="nginx-light apache2 libapache2-mod-fcgid"
+IDEM_DEPS_FIXTURES="nginx-light apache2 libapache2-mod-fcgid libfcgi-bin
+	pgbouncer clang libclang-rt-14-dev valgrind"
 
 deps_missing() {
 	local p
