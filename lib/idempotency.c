@@ -522,7 +522,16 @@ idem_idempotent_run(idem_req *req)
 	q[1].lens = lens;
 	q[1].fmts = fmts;
 	q[1].binary = 1;
-	if ((rc = idem_flight(req->db, q, 2, &req->round_trips)) != 0) {
+	rc = idem_flight(req->db, q, 2, &req->round_trips);
+	if (rc == -2 && idem_db_broken(req->db)) {
+		/* Nothing happened yet: once more, on a re-established one. */
+		idem_flight_clear(q, 2);
+		idem_pool_release(req->app->pool, req->db);
+		req->db = NULL;
+		if (idem_req_db(req) != NULL)
+			rc = idem_flight(req->db, q, 2, &req->round_trips);
+	}
+	if (rc != 0) {
 		idem_flight_clear(q, 2);
 		failed(req, rc);
 		return;

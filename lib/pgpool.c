@@ -91,18 +91,24 @@ idem_pool_new(const char *conninfo, unsigned size, long long timeout_ms)
 	return p;
 }
 
-/* Notice a connection the server closed while it sat idle in the pool. */
+/*
+ * Notice a connection the server closed while it sat idle in the pool: a
+ * terminated backend sends an error, then EOF, and libpq marks the
+ * connection bad only when it reads the EOF, so read until nothing is left.
+ */
 static void
 pool_check(PGconn *db)
 {
 	struct pollfd	pfd;
+	int		i;
 
-	if (PQstatus(db) != CONNECTION_OK)
-		return;
-	pfd.fd = PQsocket(db);
-	pfd.events = POLLIN;
-	if (pfd.fd >= 0 && poll(&pfd, 1, 0) > 0) {
-		PQconsumeInput(db);
+	for (i = 0; i < 8 && PQstatus(db) == CONNECTION_OK; i++) {
+		pfd.fd = PQsocket(db);
+		pfd.events = POLLIN;
+		if (pfd.fd < 0 || poll(&pfd, 1, 0) <= 0)
+			break;
+		if (PQconsumeInput(db) == 0)
+			break;
 		while (PQisBusy(db) == 0) {
 			PGresult *r = PQgetResult(db);
 			if (r == NULL)

@@ -23,7 +23,7 @@ from harness import DB, Failed, q, app_pids
 PAY = "/v1/payments"
 ROUTE = "POST /v1/payments"
 EVICT_LOCK = 7236491087         # lib/janitor.c: the fleet-wide lock
-LOCK_TIMEOUT_S = 2.0            # [idempotency] lock_timeout of the fixtures
+LOCK_TIMEOUT_S = 3.0            # [idempotency] lock_timeout of the fixtures
 REQUEST_TIMEOUT_S = 1.0         # [server] request_timeout
 POOL_SIZE = 3
 
