@@ -1,0 +1,206 @@
+"""s_malformed.py - a table of malformed requests (headers, keys, bodies,
+encodings, JSON depth and size, numbers out of range, methods, paths).
+Each gets its documented 4xx problem and leaves no payment; a rejection
+before the handler stores nothing at all, a handler's 400 is stored with
+its key (as any 4xx is); the worker survives every one."""
+
+from env import NO_AUTH
+from harness import check
+
+PAY = "/v1/payments"
+OK = {"amount": 100, "currency": "eur"}
+
+# stage: "pre" = rejected before the handler (no row anywhere);
+#        "handler" = the handler's 400, stored with the key;
+#        "server" = the web server may answer first (any 4xx, nothing kept)
+
+
+def post(body=None, key=True, ctype="application/json", token=None,
+         headers=None, path=PAY, method="POST"):
+    def send(t):
+        k = t.new_key("mal") if key is True else key
+        kw = {"key": k, "headers": headers}
+        if ctype is not None:
+            kw["ctype"] = ctype
+        else:
+            kw["ctype"] = None
+        if token is not None:
+            kw["token"] = token
+        return t.request(method, path, OK if body is None else body, **kw)
+    return send
+
+
+def get(path, token=None):
+    def send(t):
+        return t.request("GET", path, **({} if token is None else
+                                          {"token": token}))
+    return send
+
+
+def deep(n):
+    return ("[" * n + "]" * n).encode()
+
+
+CASES = [
+    # --- Idempotency-Key -----------------------------------------------------
+    ("key missing", post(key=None), 400, "idempotency-key-missing", "pre"),
+    ("key empty sf-string", post(key='""'), 400, "idempotency-key-invalid",
+     "pre"),
+    ("key with a space inside", post(key="a b"), 400,
+     "idempotency-key-invalid", "pre"),
+    ("key of 256 characters", post(key="k" * 256), 400,
+     "idempotency-key-invalid", "pre"),
+    ("key with a non-ASCII byte", post(key="caf\xe9"), 400,
+     "idempotency-key-invalid", "pre"),
+    ("key with an unbalanced quote", post(key='"abc'), 400,
+     "idempotency-key-invalid", "pre"),
+    ("key with a bad escape", post(key='"a\\qb"'), 400,
+     "idempotency-key-invalid", "pre"),
+    ("key with sf parameters", post(key='"abc";x=1'), 400,
+     "idempotency-key-invalid", "pre"),
+    ("key as an inner list", post(key='("a" "b")'), 400,
+     "idempotency-key-invalid", "pre"),
+    ("key with a tab inside", post(key="a\tb"), 400,
+     "idempotency-key-invalid", "pre"),
+    ("key with a quote inside a token", post(key='ab"c'), 400,
+     "idempotency-key-invalid", "pre"),
+    # --- Authorization ---------------------------------------------------------
+    ("Basic credentials", post(token=NO_AUTH,
+                               headers=[("Authorization", "Basic dTpw")]),
+     401, "unauthorized", "pre"),
+    ("Bearer without a secret", post(token=NO_AUTH,
+                                     headers=[("Authorization", "Bearer ")]),
+     401, "unauthorized", "pre"),
+    ("unknown Bearer secret", post(token="sk_" + "0" * 64), 401,
+     "unauthorized", "pre"),
+    ("Bearer of 300 characters", post(token="x" * 300), 401, "unauthorized",
+     "pre"),
+    # --- media type ------------------------------------------------------------
+    ("Content-Type text/plain", post(ctype="text/plain"), 415,
+     "unsupported-media-type", "pre"),
+    ("no Content-Type", post(ctype=None), 415, "unsupported-media-type",
+     "pre"),
+    ("Content-Type application/jsonx", post(ctype="application/jsonx"), 415,
+     "unsupported-media-type", "pre"),
+    ("Content-Type application/json-patch+json",
+     post(ctype="application/json-patch+json"), 415,
+     "unsupported-media-type", "pre"),
+    # --- JSON --------------------------------------------------------------------
+    ("empty body", post(body=b""), 400, "invalid-json", "pre"),
+    ("trailing garbage", post(body=b'{"amount":1,"currency":"eur"} x'), 400,
+     "invalid-json", "pre"),
+    ("two JSON values", post(body=b"{}{}"), 400, "invalid-json", "pre"),
+    ("duplicate member names", post(
+        body=b'{"amount":1,"amount":2,"currency":"eur"}'), 400,
+     "invalid-json", "pre"),
+    ("duplicate names via an escape", post(
+        body=b'{"amount":1,"\\u0061mount":2,"currency":"eur"}'), 400,
+     "invalid-json", "pre"),
+    ("lone surrogate escape", post(
+        body=b'{"amount":1,"currency":"eur","description":"\\ud800"}'), 400,
+     "invalid-json", "pre"),
+    ("invalid UTF-8 in a string", post(
+        body=b'{"amount":1,"currency":"eur","description":"\xc3\x28"}'), 400,
+     "invalid-json", "pre"),
+    ("overlong UTF-8 encoding", post(
+        body=b'{"amount":1,"currency":"eur","description":"\xc0\xaf"}'), 400,
+     "invalid-json", "pre"),
+    ("raw NUL byte in the body", post(
+        body=b'{"amount":1,"currency":"eur"\x00}'), 400, "invalid-json",
+     "pre"),
+    ("a comment", post(body=b'{"amount":1 /* c */,"currency":"eur"}'), 400,
+     "invalid-json", "pre"),
+    ("single-quoted strings", post(body=b"{'amount':1}"), 400,
+     "invalid-json", "pre"),
+    ("nesting 65 levels", post(body=deep(65)), 400, "invalid-json", "pre"),
+    ("nesting 10000 levels", post(body=deep(10000)), 400, "invalid-json",
+     "pre"),
+    ("number 1e400", post(body=b'{"amount":1e400,"currency":"eur"}'), 400,
+     "invalid-json", "pre"),
+    ("NaN", post(body=b'{"amount":NaN,"currency":"eur"}'), 400,
+     "invalid-json", "pre"),
+    # --- validation (the handler's 400, stored with the key) --------------------
+    ("top-level null", post(body=b"null"), 400, "validation-error",
+     "handler"),
+    ("top-level array", post(body=b"[]"), 400, "validation-error",
+     "handler"),
+    ("amount 0", post(body={"amount": 0, "currency": "eur"}), 400,
+     "validation-error", "handler"),
+    ("amount negative", post(body={"amount": -5, "currency": "eur"}), 400,
+     "validation-error", "handler"),
+    ("amount 1.5", post(body={"amount": 1.5, "currency": "eur"}), 400,
+     "validation-error", "handler"),
+    ("amount as a string", post(body={"amount": "100", "currency": "eur"}),
+     400, "validation-error", "handler"),
+    ("amount 2^63", post(body=b'{"amount":9223372036854775808,'
+                              b'"currency":"eur"}'), 400,
+     ("validation-error", "invalid-json"), "any"),
+    ("currency upper case", post(body={"amount": 1, "currency": "EUR"}), 400,
+     "validation-error", "handler"),
+    ("currency not ISO 4217", post(body={"amount": 1, "currency": "zzz"}),
+     400, "validation-error", "handler"),
+    ("currency a number", post(body={"amount": 1, "currency": 978}), 400,
+     "validation-error", "handler"),
+    ("description of 1001 characters", post(
+        body={"amount": 1, "currency": "eur", "description": "d" * 1001}),
+     400, "validation-error", "handler"),
+    ("metadata with a number value", post(
+        body={"amount": 1, "currency": "eur", "metadata": {"a": 1}}), 400,
+     "validation-error", "handler"),
+    ("an unknown field", post(
+        body={"amount": 1, "currency": "eur", "amuont": 2}), 400,
+     "validation-error", "handler"),
+    # --- methods and paths -----------------------------------------------------
+    ("PUT on /v1/payments", post(method="PUT"), 405, "method-not-allowed",
+     "pre"),
+    ("DELETE on a payment", post(method="DELETE",
+                                 path="/v1/payments/pay_abc"), 405,
+     "method-not-allowed", "pre"),
+    ("trailing slash", get("/v1/payments/"), 404, "not-found", "pre"),
+    ("unknown path", get("/v1/pay"), 404, "not-found", "pre"),
+    ("%00 in a path segment", get("/v1/payments/pay_%00"), 404, "not-found",
+     "server"),
+    ("encoded dot-dot segment", get("/v1/payments/%2e%2e"), 404, "not-found",
+     "server"),
+    ("limit=0", get(PAY + "?limit=0"), 400, "validation-error", "pre"),
+    ("limit=abc", get(PAY + "?limit=abc"), 400, "validation-error", "pre"),
+    ("limit=1000", get(PAY + "?limit=1000"), 400, "validation-error", "pre"),
+    ("starting_after not an id", get(PAY + "?starting_after=%27%3B--"), 400,
+     "validation-error", "pre"),
+    # --- sizes -------------------------------------------------------------------
+    ("a 16 KiB header", post(headers=[("X-Pad", "p" * 16384)]), 400, None,
+     "server"),
+]
+
+
+def _case(name, send, status, slug, stage):
+    @check("malformed: %s -> %s%s" % (name, status, " " + (
+        slug if isinstance(slug, str) else "/".join(slug)) if slug else ""))
+    def _(t):
+        before = t.db.counts()
+        r = send(t)
+        if stage == "server" and not r.is_problem:
+            # the web server answered before the app: any clear 4xx
+            t.answered_by(t.fixture)
+            t.expect(400 <= r.status < 500, "expected a 4xx, got %s"
+                     % r.status)
+        elif slug is None:
+            t.expect(400 <= r.status < 500, "expected a 4xx, got %s"
+                     % r.status)
+        else:
+            t.answered_by("the app")
+            t.expect_problem(r, status, slug)
+        after = t.db.counts()
+        t.expect_eq(after["payments"], before["payments"], "payments rows")
+        if stage in ("pre", "server"):
+            t.expect_counts_unchanged(before)
+        elif stage == "handler":
+            t.expect_eq(after["idempotency_keys"],
+                        before["idempotency_keys"] + 1,
+                        "idempotency_keys rows (the 400 is stored)")
+        why = t.alive()
+        t.expect(why is None, "worker not alive afterwards: %s" % why)
+
+
+for _c in CASES:
+    _case(*_c)
