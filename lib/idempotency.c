@@ -177,6 +177,13 @@ static void
 failed(idem_req *req, int rc)
 {
 	req->outcome = IDEM_OUT_ERROR;
+	/* The transaction may hold the key's lock: end it before the client
+	 * hears of the failure, or its retry would find the key in flight. */
+	if (req->db != NULL && PQstatus(req->db) == CONNECTION_OK &&
+	    PQtransactionStatus(req->db) != PQTRANS_IDLE) {
+		PQclear(PQexec(req->db, "ROLLBACK"));
+		req->txn_open = 0;
+	}
 	if (rc == 0 && req->status >= 500)
 		return;
 	/* -2: the database failed, not the request; a retry may succeed. */
