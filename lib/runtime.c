@@ -87,7 +87,7 @@ dispatcher(void *arg)
 	struct runtime	*rt = arg;
 	struct pollfd	 pfd[2 + MAX_IDLE];
 	int		 idle[MAX_IDLE];
-	size_t		 nidle = 0, i, n;
+	size_t		 nidle = 0, npolled, i, n;
 	char		 drain[64];
 	int		 fd;
 
@@ -107,6 +107,8 @@ dispatcher(void *arg)
 			    strerror(errno));
 			break;
 		}
+		/* Only the connections just polled have results. */
+		npolled = nidle;
 		if (pfd[0].revents) {
 			while (read(rt->wake[0], drain, sizeof(drain)) > 0)
 				continue;
@@ -124,7 +126,7 @@ dispatcher(void *arg)
 		}
 		/* Ready idle connections go to the workers. */
 		for (i = 0, n = nidle, nidle = 0; i < n; i++) {
-			if (pfd[2 + i].revents)
+			if (i < npolled && pfd[2 + i].revents)
 				rt_push(rt, idle[i]);
 			else
 				idle[nidle++] = idle[i];
