@@ -19,6 +19,29 @@ transient(const PGresult *r)
 	    strncmp(st, "40", 2) == 0;
 }
 
+/*
+ * After a failed statement the rest of the flight comes back aborted: read
+ * up to the sync, so that the connection leaves pipeline mode and its
+ * transaction can be rolled back at once (it may hold a key's lock).
+ */
+static void
+drain(PGconn *db)
+{
+	PGresult	*r;
+	int		 guard;
+
+	for (guard = 0; guard < 256 && PQstatus(db) == CONNECTION_OK;
+	    guard++) {
+		if ((r = PQgetResult(db)) == NULL)
+			continue;
+		if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
+			PQclear(r);
+			return;
+		}
+		PQclear(r);
+	}
+}
+
 int
 idem_flight(PGconn *db, struct idem_q *q, size_t n, unsigned *round_trips)
 {
@@ -66,6 +89,8 @@ idem_flight(PGconn *db, struct idem_q *q, size_t n, unsigned *round_trips)
 	if ((r = PQgetResult(db)) != NULL)
 		PQclear(r);
 out:
+	if (rc != 0)
+		drain(db);
 	/*
 	 * Every statement's own result decides: a COMMIT that answered OK
 	 * has committed even if the connection broke before the sync.  A

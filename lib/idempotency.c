@@ -28,52 +28,16 @@
 #include "private.h"
 
 /*
+ * Flight 1's statement: idem_claim() (sql/004_idem_claim.sql) resolves the
+ * tenant, looks the key up, tries the per-key advisory lock only when this
+ * request may write the record, and inserts it when absent or expired.  A
+ * function, so that its plan is kept per connection; called unnamed.
  * $1 secret hash, $2 key, $3 method, $4 path, $5 fingerprint, $6 ttl ms,
  * $7 lock id, $8 lock timeout ms.
- *
- * The advisory lock is tried only when this request may write the record:
- * no live record, or a live in-progress one whose lease expired.  A replay
- * or a 422 holds no lock, so its ROLLBACK need not be waited for.  The
- * statement's snapshot predates the lock, so an owner that committed in
- * between shows up as a conflict with nothing inserted ("raced").
  */
 static const char sql_lookup[] =
-	"WITH t AS (SELECT id, secret_hash FROM api_keys"
-	"    WHERE secret_hash = $1 AND revoked_at IS NULL),"
-	" cur AS MATERIALIZED (SELECT k.id, k.request_method, k.request_path,"
-	"    k.request_fingerprint, k.state, k.response_status,"
-	"    k.response_headers::text, k.response_body,"
-	"    k.expires_at > now() AS live, k.recovery_point,"
-	"    coalesce(k.locked_at < now() - $8::bigint *"
-	"      interval '1 millisecond', true) AS stale"
-	"  FROM idempotency_keys k, t"
-	"  WHERE k.api_key_id = t.id AND k.key = $2),"
-	" lk AS MATERIALIZED (SELECT CASE"
-	"    WHEN NOT EXISTS (SELECT 1 FROM t) THEN NULL"
-	"    WHEN EXISTS (SELECT 1 FROM cur WHERE live AND"
-	"      NOT (state = 'in_progress' AND stale)) THEN NULL"
-	"    ELSE pg_try_advisory_xact_lock($7::bigint) END AS got),"
-	" ins AS (INSERT INTO idempotency_keys AS k (api_key_id, key,"
-	"    request_method, request_path, request_fingerprint, state,"
-	"    recovery_point, locked_at, created_at, expires_at)"
-	"  SELECT t.id, $2, $3, $4, $5, 'in_progress', 'started', now(), now(),"
-	"    now() + $6::bigint * interval '1 millisecond'"
-	"  FROM t, lk WHERE lk.got"
-	"    AND NOT EXISTS (SELECT 1 FROM cur WHERE cur.live)"
-	"  ON CONFLICT (api_key_id, key) DO UPDATE SET"
-	"    id = nextval(pg_get_serial_sequence('idempotency_keys', 'id')),"
-	"    request_method = EXCLUDED.request_method,"
-	"    request_path = EXCLUDED.request_path,"
-	"    request_fingerprint = EXCLUDED.request_fingerprint,"
-	"    state = 'in_progress', recovery_point = 'started',"
-	"    response_status = NULL, response_headers = NULL,"
-	"    response_body = NULL, locked_at = now(), created_at = now(),"
-	"    expires_at = EXCLUDED.expires_at"
-	"  WHERE k.expires_at <= now()"
-	"  RETURNING k.id)"
-	" SELECT (SELECT id FROM t), (SELECT id FROM ins), cur.*,"
-	"  (SELECT secret_hash FROM t), (SELECT got FROM lk)"
-	" FROM (SELECT 1) AS one LEFT JOIN cur ON true";
+	"SELECT * FROM idem_claim($1, $2, $3, $4, $5, $6::bigint, $7::bigint,"
+	" $8::bigint)";
 
 enum {	/* columns of sql_lookup */
 	C_TENANT, C_INSERTED, C_ID, C_METHOD, C_PATH, C_FPR, C_STATE,

@@ -732,8 +732,9 @@ def s4(ctx, sc):
     st.start()
     # a: the first flight (the key's INSERT) sleeps: no COMMIT was sent
     ka = "slowkey-" + ctx.key("kill")
+    # (the key's INSERT is inside idem_claim(), flight 1's statement)
     a, pids, back = kill_during(ctx, st, secret, ka, body(ka),
-                                "%idempotency_keys%")
+                                "%idem_claim%")
     recs, pays = key_state(c.db, tid), payments_by_key(c.db, tid)
     sc.report("1", ka not in recs and not pays.get(ka) and bool(pids), [
         "killed app pid(s) %s while backend %s slept in the key INSERT"
