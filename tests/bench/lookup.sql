@@ -1,10 +1,9 @@
 -- lookup.sql - pgbench script for tests/bench/run: the reference of the
--- replay path.  The lookup part of the middleware's CTE (lib/idempotency.c
--- sql_lookup without "lk" and "ins": the tenant "t" and the key "cur", with
+-- replay path.  The lookup part of the middleware's statement (idem_claim()
+-- in sql/004_idem_claim.sql without "lk" and "ins": the tenant "t" and the key "cur", with
 -- their output), alone: one statement, one round trip, no transaction
 -- block, on a key of the pool "pool-0" .. "pool-(pool-1)" that the run
 -- has created through the app.  Each $N of the app's text is a literal.
--- mirrors: sql_lookup=7b5de28f6969
 --
 -- Variables (pgbench -D): hash (hex of SHA-256 of the secret), pool.
 \set i random(0, :pool - 1)
