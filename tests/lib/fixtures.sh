@@ -172,8 +172,8 @@ _fx_slow() {
 # $IDEM_APP_WRAPPER in front (its first word made an absolute path, for
 # spawn-fcgi and the servers, which exec it without a PATH search).
 _fx_app_argv() {
-	local w
-	read -ra FX_ARGV <<<"${IDEM_APP_WRAPPER:-}"
+	local w=${IDEM_APP_WRAPPER:-}
+	read -ra FX_ARGV <<<"${w//$'\n'/ }"
 	if [ ${#FX_ARGV[@]} -gt 0 ]; then
 		w=$(command -v "${FX_ARGV[0]}") || { idem_say "IDEM_APP_WRAPPER: ${FX_ARGV[0]} not found"; return 1; }
 		FX_ARGV[0]=$w
@@ -272,7 +272,8 @@ _fx_lighttpd_start() {
 # the app with it on fd 0; it stays in the foreground as the app itself,
 # so its pid is the app's.  lighttpd runs conf/lighttpd-external.conf.
 _fx_spawnfcgi_start() {
-	local dir=$1 app=$2 conf=$3 port sock=$dir/app.sock owner=()
+	local dir=$1 app=$2 conf=$3 port sock owner=()
+	sock=$dir/app.sock
 	# lighttpd opens its logs after dropping to www-data
 	mkdir -p "$dir/www" "$dir/upload" "$dir/log"
 	if [ "$(id -u)" = 0 ]; then
@@ -309,7 +310,8 @@ _fx_spawnfcgi_start() {
 # nginx runs conf/nginx.conf, in the foreground (-g 'daemon off;'), its
 # files inside DIR/nginx.
 _fx_nginx_start() {
-	local dir=$1 app=$2 conf=$3 port bin n=$dir/nginx
+	local dir=$1 app=$2 conf=$3 port bin n
+	n=$dir/nginx
 	bin=$(_fx_bin nginx)
 	_fx_app_start "$dir" "$app" "$conf" || return 1
 	FX_ROOT_PID=$FX_APP_PID

@@ -9,6 +9,10 @@
 #                              sets LIGHTTPD_PID.  stdout/stderr go to LOG.
 #   lighttpd_stop              stop it (and with it the spawned app).
 #
+# (The lighttpd-spawnfcgi fixture's config, lighttpd to a socket that
+# spawn-fcgi binds, is made by tests/lib/fixtures.sh from the sample
+# conf/lighttpd-external.conf.)
+#
 # Requires tests/lib/common.sh.
 
 LIGHTTPD_PID=
