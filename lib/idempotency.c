@@ -218,24 +218,46 @@ defer_queue(idem_req *req, struct idem_q *q, size_t n)
 	return n;
 }
 
+/*
+ * End a transaction of the middleware in one round trip: BEGIN when none
+ * is open (phased), the handler's deferred statements, the record's update
+ * (which must touch its one row), COMMIT.  0, -1 or -2 as idem_flight().
+ */
+static int
+commit_with(idem_req *req, const struct idem_q *update)
+{
+	struct idem_q	 q[1 + 4 + 2];
+	size_t		 n = 0;
+	int		 rc;
+
+	memset(q, 0, sizeof(q));
+	if (!req->txn_open)
+		q[n++].sql = "BEGIN";
+	n = defer_queue(req, q, n);
+	q[n++] = *update;
+	q[n++].sql = "COMMIT";
+	rc = idem_flight(req->db, q, n, &req->round_trips);
+	req->txn_open = 0;
+	if (rc == 0 && strcmp(PQcmdStatus(q[n - 2].res), "UPDATE 1") != 0)
+		rc = -1;
+	idem_flight_clear(q, n);
+	idem_defer_free(req);
+	return rc;
+}
+
 /* Flight 2: deferred effects, the stored response, COMMIT. */
 static int
 store_and_commit(idem_req *req)
 {
-	struct idem_q	 q[1 + 4 + 2];
+	struct idem_q	 update;
 	struct idem_buf	 hj = { 0 };
 	char		 id[24], st[8];
 	const char	*vals[4];
 	int		 lens[4] = { 0, 0, 0, 0 }, fmts[4] = { 0, 0, 0, 1 };
-	size_t		 n = 0;
 	int		 rc;
 
 	if (headers_json(req, &hj) == -1)
 		return -1;
-	memset(q, 0, sizeof(q));
-	if (!req->txn_open)	/* phased: the last phase opened none */
-		q[n++].sql = "BEGIN";
-	n = defer_queue(req, q, n);
 	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
 	snprintf(st, sizeof(st), "%d", req->status);
 	vals[0] = id;
@@ -243,19 +265,13 @@ store_and_commit(idem_req *req)
 	vals[2] = hj.p;
 	vals[3] = req->resp.p ? req->resp.p : "";
 	lens[3] = (int)req->resp.len;
-	memset(&q[n], 0, 2 * sizeof(q[n]));
-	q[n].sql = sql_store;
-	q[n].n = 4;
-	q[n].vals = vals;
-	q[n].lens = lens;
-	q[n].fmts = fmts;
-	n++;
-	q[n++].sql = "COMMIT";
-	rc = idem_flight(req->db, q, n, &req->round_trips);
-	req->txn_open = 0;
-	if (rc == 0 && strcmp(PQcmdStatus(q[n - 2].res), "UPDATE 1") != 0)
-		rc = -1;
-	idem_flight_clear(q, n);
+	memset(&update, 0, sizeof(update));
+	update.sql = sql_store;
+	update.n = 4;
+	update.vals = vals;
+	update.lens = lens;
+	update.fmts = fmts;
+	rc = commit_with(req, &update);
 	idem_buf_free(&hj);
 	return rc;
 }
@@ -387,10 +403,9 @@ idem_req_record_id(const idem_req *req)
 int
 idem_req_phase_commit(idem_req *req, const char *next)
 {
-	struct idem_q	 q[4 + 3];
+	struct idem_q	 update;
 	char		 id[24];
 	const char	*vals[2];
-	size_t		 n = 0;
 	int		 rc;
 
 	if (!req->phased || req->db == NULL || next == NULL ||
@@ -400,22 +415,13 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
 	vals[0] = id;
 	vals[1] = next;
-	memset(q, 0, sizeof(q));
-	if (!req->txn_open)
-		q[n++].sql = "BEGIN";
-	n = defer_queue(req, q, n);
+	memset(&update, 0, sizeof(update));
 	/* The lease is renewed with every phase. */
-	q[n].sql = "UPDATE idempotency_keys SET recovery_point = $2,"
+	update.sql = "UPDATE idempotency_keys SET recovery_point = $2,"
 	    " locked_at = now() WHERE id = $1 AND state = 'in_progress'";
-	q[n].n = 2;
-	q[n++].vals = vals;
-	q[n++].sql = "COMMIT";
-	rc = idem_flight(req->db, q, n, &req->round_trips);
-	req->txn_open = 0;
-	if (rc == 0 && strcmp(PQcmdStatus(q[n - 2].res), "UPDATE 1") != 0)
-		rc = -1;
-	idem_flight_clear(q, n);
-	idem_defer_free(req);
+	update.n = 2;
+	update.vals = vals;
+	rc = commit_with(req, &update);
 	if (rc != 0)
 		return -1;
 	strcpy(req->recovery_point, next);

@@ -155,6 +155,38 @@ gen_new(void)
 	return g;
 }
 
+/* The tenant id as a statement parameter. */
+static void
+tenant_str(const idem_req *req, char out[24])
+{
+	snprintf(out, 24, "%lld", (long long)idem_req_tenant(req));
+}
+
+/*
+ * One payment row of this tenant: 0 with *r set, 1 when there is none (the
+ * 404 is set), -1 on a database error.
+ */
+static int
+fetch_payment(idem_req *req, const char *sql, const char *const *vals,
+    PGresult **r)
+{
+	PGconn	*db;
+
+	if ((db = idem_req_db(req)) == NULL)
+		return -1;
+	*r = PQexecParams(db, sql, 2, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(*r) != PGRES_TUPLES_OK) {
+		PQclear(*r);
+		return -1;
+	}
+	if (PQntuples(*r) == 0) {
+		PQclear(*r);
+		return idem_resp_problem(req, IDEM_P_NOT_FOUND,
+		    "no such payment") == 0 ? 1 : -1;
+	}
+	return 0;
+}
+
 static const char *
 str_of(yajl_val v)
 {
@@ -283,8 +315,7 @@ defer_insert(idem_req *req, const struct payment *p, int64_t record)
 	gen_metadata(mg, p->metadata);
 	yajl_gen_get_buf(mg, &meta, &metalen);
 	snprintf(amount, sizeof(amount), "%lld", p->amount);
-	snprintf(tenant, sizeof(tenant), "%lld",
-	    (long long)idem_req_tenant(req));
+	tenant_str(req, tenant);
 	snprintf(created, sizeof(created), "%lld", p->created);
 	snprintf(rec, sizeof(rec), "%lld", (long long)record);
 	vals[0] = p->id;
@@ -379,7 +410,6 @@ payments_get(idem_req *req, void *arg)
 {
 	char		 sql[512], tenant[24];
 	const char	*vals[2];
-	PGconn		*db;
 	PGresult	*r;
 	yajl_gen	 g;
 	int		 rc;
@@ -388,24 +418,13 @@ payments_get(idem_req *req, void *arg)
 	if (!valid_id(idem_req_param(req, "id"), "pay_"))
 		return idem_resp_problem(req, IDEM_P_NOT_FOUND,
 		    "no such payment");
-	if ((db = idem_req_db(req)) == NULL)
-		return -1;
-	snprintf(tenant, sizeof(tenant), "%lld",
-	    (long long)idem_req_tenant(req));
+	tenant_str(req, tenant);
 	vals[0] = idem_req_param(req, "id");
 	vals[1] = tenant;
 	snprintf(sql, sizeof(sql), "SELECT %s FROM payments WHERE id = $1 "
 	    "AND api_key_id = $2", payment_cols);
-	r = PQexecParams(db, sql, 2, NULL, vals, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		PQclear(r);
-		return -1;
-	}
-	if (PQntuples(r) == 0) {
-		PQclear(r);
-		return idem_resp_problem(req, IDEM_P_NOT_FOUND,
-		    "no such payment");
-	}
+	if ((rc = fetch_payment(req, sql, vals, &r)) != 0)
+		return rc == 1 ? 0 : -1;
 	if ((g = gen_new()) == NULL) {
 		PQclear(r);
 		return -1;
@@ -441,8 +460,7 @@ payments_list(idem_req *req, void *arg)
 		    "starting_after must be a payment id");
 	if ((db = idem_req_db(req)) == NULL)
 		return -1;
-	snprintf(tenant, sizeof(tenant), "%lld",
-	    (long long)idem_req_tenant(req));
+	tenant_str(req, tenant);
 	snprintf(lim, sizeof(lim), "%ld", limit + 1);
 	vals[0] = tenant;
 	vals[1] = after;
@@ -499,6 +517,7 @@ refunds_create(idem_req *req, void *arg)
 	long long	 amount = 0, total, refunded, left;
 	PGresult	*r;
 	yajl_gen	 g;
+	int		 rc;
 
 	(void)arg;
 	if (!YAJL_IS_OBJECT(b))
@@ -517,23 +536,14 @@ refunds_create(idem_req *req, void *arg)
 	if (!valid_id(pid, "pay_"))
 		return idem_resp_problem(req, IDEM_P_NOT_FOUND,
 		    "no such payment");
-	snprintf(tenant, sizeof(tenant), "%lld",
-	    (long long)idem_req_tenant(req));
+	tenant_str(req, tenant);
 	vals[0] = pid;
 	vals[1] = tenant;
 	/* The row lock serialises concurrent refunds of one payment. */
-	r = PQexecParams(idem_req_db(req), "SELECT amount, amount_refunded, "
-	    "status FROM payments WHERE id = $1 AND api_key_id = $2 "
-	    "FOR UPDATE", 2, NULL, vals, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		PQclear(r);
-		return -1;
-	}
-	if (PQntuples(r) == 0) {
-		PQclear(r);
-		return idem_resp_problem(req, IDEM_P_NOT_FOUND,
-		    "no such payment");
-	}
+	if ((rc = fetch_payment(req, "SELECT amount, amount_refunded, status "
+	    "FROM payments WHERE id = $1 AND api_key_id = $2 FOR UPDATE",
+	    vals, &r)) != 0)
+		return rc == 1 ? 0 : -1;
 	total = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
 	refunded = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
 	if (strcmp(PQgetvalue(r, 0, 2), "succeeded") != 0) {
@@ -610,8 +620,7 @@ phased_payment(idem_req *req)
 	const char	*vals[2] = { rec, tenant };
 	PGresult	*r;
 
-	snprintf(tenant, sizeof(tenant), "%lld",
-	    (long long)idem_req_tenant(req));
+	tenant_str(req, tenant);
 	snprintf(rec, sizeof(rec), "%lld", (long long)idem_req_record_id(req));
 	snprintf(sql, sizeof(sql), "SELECT %s, acquirer_status FROM payments "
 	    "WHERE idem_key_id = $1 AND api_key_id = $2", payment_cols);
