@@ -109,7 +109,7 @@ fixture_start() {
 	esac
 	# Ready when /healthz answers 200 through the server (a condition,
 	# not a sleep); give up early if the server process dies.
-	slow=$(_fx_slow)
+	_fx_slow; slow=$FX_SLOW
 	IDEM_WAIT_PID=$FX_SERVER_PID idem_wait_until $((30 * slow)) "$name" \
 	    idem_http_ok "http://$FX_BASE/healthz" || return 1
 	if [ "$name" = apache-fcgid ]; then
@@ -130,7 +130,7 @@ fixture_start() {
 fixture_stop() {
 	local pids='' p left wait_s
 	FX_STOP_PROBLEM=''
-	wait_s=$((10 * $(_fx_slow)))
+	_fx_slow; wait_s=$((10 * FX_SLOW))
 	if [ -n "$_FX_PIDS_ROOT" ]; then
 		pids=$(idem_descendants "$_FX_PIDS_ROOT" "${FX_APP_NAME:-payments.fcgi}")
 	fi
@@ -161,11 +161,11 @@ _fx_have_sample() {
 	return 1
 }
 
-# _fx_slow: the factor for the waits on the app.
+# _fx_slow: sets FX_SLOW, the factor for the waits on the app.  No
+# command substitution: it also runs in the cleanup after a Ctrl-C.
 _fx_slow() {
-	local s=${IDEM_APP_SLOWDOWN:-}
-	[ -n "$s" ] || { [ -n "${IDEM_APP_WRAPPER:-}" ] && s=6 || s=1; }
-	echo "$s"
+	FX_SLOW=${IDEM_APP_SLOWDOWN:-}
+	[ -n "$FX_SLOW" ] || { [ -n "${IDEM_APP_WRAPPER:-}" ] && FX_SLOW=6 || FX_SLOW=1; }
 }
 
 # _fx_app_argv APP: sets FX_ARGV to the command that runs APP, with
@@ -244,10 +244,10 @@ _fx_app_start() {
 	FX_APP_PID=$!
 	FX_LOGS="$FX_LOGS $dir/app.log"
 	if [ -n "$sock" ]; then
-		IDEM_WAIT_PID=$FX_APP_PID idem_wait_until $((20 * $(_fx_slow))) \
+		_fx_slow; IDEM_WAIT_PID=$FX_APP_PID idem_wait_until $((20 * FX_SLOW)) \
 		    "payments.fcgi -l $FX_FCGI" _fx_unix_open "$sock"
 	else
-		IDEM_WAIT_PID=$FX_APP_PID idem_wait_until $((20 * $(_fx_slow))) \
+		_fx_slow; IDEM_WAIT_PID=$FX_APP_PID idem_wait_until $((20 * FX_SLOW)) \
 		    "payments.fcgi -l $FX_FCGI" idem_tcp_open 127.0.0.1 "$port"
 	fi || { idem_tail "$dir/app.log"; return 1; }
 }
@@ -290,7 +290,7 @@ _fx_spawnfcgi_start() {
 	FX_LOGS="$dir/app.log"
 	# The socket accepts as soon as spawn-fcgi has bound it (before the
 	# app runs): /healthz through lighttpd is the readiness condition.
-	IDEM_WAIT_PID=$FX_APP_PID idem_wait_until $((20 * $(_fx_slow))) \
+	_fx_slow; IDEM_WAIT_PID=$FX_APP_PID idem_wait_until $((20 * FX_SLOW)) \
 	    "spawn-fcgi -s $sock" _fx_unix_open "$sock" || { idem_tail "$dir/app.log"; return 1; }
 	port=$(_fx_port) || return 1
 	_fx_sample lighttpd-external.conf "$dir/lighttpd.conf" \
