@@ -3,10 +3,12 @@
  * of a request to an idempotent route is in this file.
  *
  * Atomic mode, two round trips for a new key:
- *   flight 1: BEGIN; try the per-(tenant, key) advisory lock; resolve the
- *             tenant, look the key up and insert it when absent or expired.
+ *   flight 1: BEGIN; resolve the tenant, look the key up and, when this
+ *             request may execute, take the per-(tenant, key) advisory
+ *             lock (idem_claim()).  Nothing is written yet.
  *   handler:  runs on the same connection, inside the same transaction.
- *   flight 2: deferred effects; store the response; COMMIT.
+ *   flight 2: deferred effects; the record, written once, completed with
+ *             the response (idem_complete()); COMMIT.
  * A replay, a 409 or a 422 is decided after flight 1; its ROLLBACK is sent
  * without waiting and drained when the connection is released.
  *
@@ -30,21 +32,32 @@
 /*
  * Flight 1's statement: idem_claim() (sql/004_idem_claim.sql) resolves the
  * tenant, looks the key up, tries the per-key advisory lock only when this
- * request may write the record, and inserts it when absent or expired.  A
- * function, so that its plan is kept per connection; called unnamed.
- * $1 secret hash, $2 key, $3 method, $4 path, $5 fingerprint, $6 ttl ms,
- * $7 lock id, $8 lock timeout ms.
+ * request may write the record, and, on phased routes, inserts it in
+ * progress.  A function, so that its plan is kept per connection; called
+ * unnamed.  $1 secret hash, $2 key, $3 method, $4 path, $5 fingerprint,
+ * $6 ttl ms, $7 lock id, $8 lock timeout ms, $9 insert (phased).
  */
 static const char sql_lookup[] =
 	"SELECT * FROM idem_claim($1, $2, $3, $4, $5, $6::bigint, $7::bigint,"
-	" $8::bigint)";
+	" $8::bigint, $9::boolean)";
 
 enum {	/* columns of sql_lookup */
-	C_TENANT, C_INSERTED, C_ID, C_METHOD, C_PATH, C_FPR, C_STATE,
-	C_STATUS, C_HEADERS, C_BODY, C_LIVE, C_POINT, C_STALE, C_SECRET, C_GOT
+	C_TENANT, C_SECRET, C_GOT, C_CLAIMED, C_INSERTED, C_ID, C_METHOD,
+	C_PATH, C_FPR, C_STATE, C_STATUS, C_HEADERS, C_BODY, C_LIVE, C_POINT,
+	C_STALE
 };
 
-/* $1 id, $2 status, $3 headers (json), $4 body */
+/*
+ * Flight 2 of an atomic route: the record, written once and completed
+ * (idem_complete(), which raises unless it wrote exactly that row).
+ * $1 tenant, $2 key, $3 method, $4 path, $5 fingerprint, $6 ttl ms,
+ * $7 status, $8 headers (json), $9 body.
+ */
+static const char sql_complete[] =
+	"SELECT idem_complete($1::bigint, $2, $3, $4, $5, $6::bigint,"
+	" $7::integer, $8::jsonb, $9)";
+
+/* The last phase of a phased route: $1 id, $2 status, $3 headers, $4 body */
 static const char sql_store[] =
 	"UPDATE idempotency_keys SET state = 'completed',"
 	" response_status = $2, response_headers = $3::jsonb,"
@@ -218,13 +231,23 @@ defer_queue(idem_req *req, struct idem_q *q, size_t n)
 	return n;
 }
 
+/* The record's statement wrote its one row: "UPDATE 1", or an id. */
+static int
+wrote_one(const PGresult *r)
+{
+	if (PQresultStatus(r) == PGRES_TUPLES_OK)
+		return PQntuples(r) == 1 && !PQgetisnull(r, 0, 0);
+	return strcmp(PQcmdStatus((PGresult *)r), "UPDATE 1") == 0;
+}
+
 /*
  * End a transaction of the middleware in one round trip: BEGIN when none
- * is open (phased), the handler's deferred statements, the record's update
- * (which must touch its one row), COMMIT.  0, -1 or -2 as idem_flight().
+ * is open (phased), the handler's deferred statements, the record's
+ * statement (which must write its one row), COMMIT.  0, -1 or -2 as
+ * idem_flight().
  */
 static int
-commit_with(idem_req *req, const struct idem_q *update)
+commit_with(idem_req *req, const struct idem_q *record)
 {
 	struct idem_q	 q[1 + 4 + 2];
 	size_t		 n = 0;
@@ -234,44 +257,69 @@ commit_with(idem_req *req, const struct idem_q *update)
 	if (!req->txn_open)
 		q[n++].sql = "BEGIN";
 	n = defer_queue(req, q, n);
-	q[n++] = *update;
+	q[n++] = *record;
 	q[n++].sql = "COMMIT";
 	rc = idem_flight(req->db, q, n, &req->round_trips);
 	req->txn_open = 0;
-	if (rc == 0 && strcmp(PQcmdStatus(q[n - 2].res), "UPDATE 1") != 0)
+	if (rc == 0 && !wrote_one(q[n - 2].res))
 		rc = -1;
 	idem_flight_clear(q, n);
 	idem_defer_free(req);
 	return rc;
 }
 
-/* Flight 2: deferred effects, the stored response, COMMIT. */
+/*
+ * Flight 2: deferred effects, the stored response, COMMIT.  An atomic
+ * route writes its record here, once; a phased one completes the record
+ * its first flight inserted.
+ */
 static int
 store_and_commit(idem_req *req)
 {
-	struct idem_q	 update;
-	struct idem_buf	 hj = { 0 };
-	char		 id[24], st[8];
-	const char	*vals[4];
-	int		 lens[4] = { 0, 0, 0, 0 }, fmts[4] = { 0, 0, 0, 1 };
-	int		 rc;
+	const struct idem_cfg	*cfg = &req->app->cfg;
+	struct idem_q		 rec;
+	struct idem_buf		 hj = { 0 };
+	char			 id[24], st[8], ttl[24];
+	const char		*vals[9];
+	int			 lens[9] = { 0 }, fmts[9] = { 0 };
+	int			 rc, body;
 
 	if (headers_json(req, &hj) == -1)
 		return -1;
-	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
 	snprintf(st, sizeof(st), "%d", req->status);
-	vals[0] = id;
-	vals[1] = st;
-	vals[2] = hj.p;
-	vals[3] = req->resp.p ? req->resp.p : "";
-	lens[3] = (int)req->resp.len;
-	memset(&update, 0, sizeof(update));
-	update.sql = sql_store;
-	update.n = 4;
-	update.vals = vals;
-	update.lens = lens;
-	update.fmts = fmts;
-	rc = commit_with(req, &update);
+	memset(&rec, 0, sizeof(rec));
+	if (req->phased) {
+		snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
+		vals[0] = id;
+		vals[1] = st;
+		vals[2] = hj.p;
+		body = 3;
+		rec.sql = sql_store;
+	} else {
+		snprintf(id, sizeof(id), "%lld", (long long)req->tenant);
+		snprintf(ttl, sizeof(ttl), "%lld", idem_cfg_route_ttl(cfg,
+		    req->method, req->route->pattern));
+		vals[0] = id;
+		vals[1] = req->key;
+		vals[2] = req->method;
+		vals[3] = req->path;
+		vals[4] = (const char *)req->fingerprint;
+		lens[4] = 32;
+		fmts[4] = 1;
+		vals[5] = ttl;
+		vals[6] = st;
+		vals[7] = hj.p;
+		body = 8;
+		rec.sql = sql_complete;
+	}
+	vals[body] = req->resp.p ? req->resp.p : "";
+	lens[body] = (int)req->resp.len;
+	fmts[body] = 1;
+	rec.n = body + 1;
+	rec.vals = vals;
+	rec.lens = lens;
+	rec.fmts = fmts;
+	rc = commit_with(req, &rec);
 	idem_buf_free(&hj);
 	return rc;
 }
@@ -466,9 +514,9 @@ idem_idempotent_run(idem_req *req)
 	const struct idem_cfg	*cfg = &req->app->cfg;
 	struct idem_q		 q[2];
 	char			 lock[24], ttl[24], lto[24];
-	const char		*vals[8];
-	int			 lens[8] = { 32, 0, 0, 0, 32, 0, 0, 0 };
-	int			 fmts[8] = { 1, 0, 0, 0, 1, 0, 0, 0 };
+	const char		*vals[9];
+	int			 lens[9] = { 32, 0, 0, 0, 32, 0, 0, 0, 0 };
+	int			 fmts[9] = { 1, 0, 0, 0, 1, 0, 0, 0, 0 };
 	const PGresult		*r;
 	int			 rc, locked = 0;
 
@@ -490,11 +538,12 @@ idem_idempotent_run(idem_req *req)
 	vals[5] = ttl;
 	vals[6] = lock;
 	vals[7] = lto;
+	vals[8] = req->phased ? "true" : "false";
 
 	memset(q, 0, sizeof(q));
 	q[0].sql = "BEGIN";
 	q[1].sql = sql_lookup;
-	q[1].n = 8;
+	q[1].n = 9;
 	q[1].vals = vals;
 	q[1].lens = lens;
 	q[1].fmts = fmts;
@@ -541,8 +590,14 @@ idem_idempotent_run(idem_req *req)
 		idem_flight_clear(q, 2);
 		goto execute;
 	}
+	if (!req->phased && locked && get_bool(r, C_CLAIMED)) {
+		/* Atomic: the record is written once, with the response. */
+		idem_flight_clear(q, 2);
+		goto execute;
+	}
 	if (PQgetisnull(r, 0, C_ID) || !get_bool(r, C_LIVE)) {
-		/* Raced: committed by another request after our snapshot. */
+		/* Claimed, yet nothing inserted: the record changed under
+		 * the lock (only a writer that ignores it can do that). */
 		idem_resp_problem(req, IDEM_P_KEY_IN_FLIGHT,
 		    "a request with this Idempotency-Key has just been "
 		    "processed; retry");

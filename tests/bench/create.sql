@@ -1,16 +1,14 @@
 -- create.sql - pgbench script for tests/bench/run: the SQL of one
 -- POST /v1/payments with a new key, as lib/idempotency.c and
 -- apps/payments/payments.c send it, in the same two round trips:
---   flight 1: BEGIN; sql_lookup (idem_claim(): the lookup/lock/insert)
---   flight 2: the deferred INSERT INTO payments; sql_store; COMMIT
+--   flight 1: BEGIN; sql_lookup (idem_claim(): the lookup and the lock)
+--   flight 2: the deferred INSERT INTO payments; sql_complete
+--             (idem_complete(): the key record, written once); COMMIT
 -- Statements joined by \; go to the server as one message (one round
 -- trip), like the app's pipelined flights.  The statements are the app's
--- text with each $N replaced by a literal (pgbench -M simple), plus one
--- statement the app does not send: "SELECT lastval()" at the end of
--- flight 1, because pgbench can only \gset the last result of a flight
--- and the app reads the new key record's id from idem_claim()'s result.
+-- text with each $N replaced by a literal (pgbench -M simple).
 -- tests/bench/run warns when the source no longer has these statements:
--- mirrors: sql_lookup=fdc0f540fbda sql_store=12e97d778f2d payments_insert=c227a8eea060
+-- mirrors: sql_lookup=c30878aa0866 sql_complete=207e25f8b092 payments_insert=c227a8eea060
 --
 -- Variables (pgbench -D): n (0, a per-client counter), run (a tag of the
 -- run, so that runs never reuse keys), tenant (api_keys.id), hash (hex of
@@ -23,17 +21,15 @@ BEGIN \;
 SELECT * FROM idem_claim('\x:hash'::bytea, 'p-:run-:client_id-:n', 'POST',
     '/v1/payments',
     '\x5d41402abc4b2a76b9719d911017c5925d41402abc4b2a76b9719d911017c592'::bytea,
-    604800000::bigint, :lock::bigint, 300000::bigint) \;
-SELECT lastval() AS ins_id
-\gset
+    604800000::bigint, :lock::bigint, 300000::bigint, false::boolean);
 INSERT INTO payments (id, api_key_id, amount, currency, status,
     description, customer, metadata, created_at, idem_key_id)
   VALUES ('pay_:p1:p2', :tenant, 1234, 'eur', 'succeeded', 'benchmark',
     NULL, '{}'::jsonb, to_timestamp(:created), NULL) \;
-UPDATE idempotency_keys SET state = 'completed',
- response_status = 201,
- response_headers = '{"Content-Type":"application/json","Location":"/v1/payments/pay_:p1:p2"}'::jsonb,
- response_body = '{"id":"pay_:p1:p2","object":"payment","amount":1234,"currency":"eur","status":"succeeded","amount_refunded":0,"description":"benchmark","customer":null,"metadata":{},"created":1700000000}'::bytea,
- locked_at = NULL, recovery_point = 'finished'
- WHERE id = :ins_id \;
+SELECT idem_complete(:tenant::bigint, 'p-:run-:client_id-:n', 'POST',
+    '/v1/payments',
+    '\x5d41402abc4b2a76b9719d911017c5925d41402abc4b2a76b9719d911017c592'::bytea,
+    604800000::bigint, 201::integer,
+    '{"Content-Type":"application/json","Location":"/v1/payments/pay_:p1:p2"}'::jsonb,
+    '{"id":"pay_:p1:p2","object":"payment","amount":1234,"currency":"eur","status":"succeeded","amount_refunded":0,"description":"benchmark","customer":null,"metadata":{},"created":1700000000}'::bytea) \;
 COMMIT;

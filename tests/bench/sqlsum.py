@@ -8,7 +8,7 @@ changed since create.sql was written.
                               (NAME=SUM ...); print the names that differ
                               (nothing: all the same)
 
-The statements: sql_lock, sql_lookup and sql_store of lib/idempotency.c
+The statements: sql_lookup and sql_complete of lib/idempotency.c
 (C string literals) and the INSERT INTO payments that
 apps/payments/payments.c defers.  Whitespace is normalised; the sum is the
 first 12 hex digits of SHA-256.
@@ -30,7 +30,7 @@ def sums(srcdir):
     out = {}
     with open(srcdir + "/lib/idempotency.c") as f:
         src = f.read()
-    for name in ("sql_lock", "sql_lookup", "sql_store"):
+    for name in ("sql_lookup", "sql_complete"):
         m = re.search(r"static const char %s\[\]\s*=\s*(%s);" % (name, LIT),
                       src)
         out[name] = join(m.group(1)) if m else ""

@@ -27,8 +27,8 @@ Scenarios (--only takes their numbers):
 Faults that need a slow statement use triggers installed by this program
 on its private database: an INSERT into payments sleeps N seconds when
 the description is "slow:N" and fails with an internal message when it is
-"fail:..."; an INSERT into idempotency_keys sleeps 2 s when the key starts
-with "slowkey-".  Every payment is posted with customer = its idempotency
+"fail:...".  Scenario 4 holds a table lock from a psql session of its own
+to stop the first flight in its tracks.  Every payment is posted with customer = its idempotency
 key, so the payments of a key can be counted.
 
 Standard library only; reuses tests/integration/harness.py (psql).
@@ -41,6 +41,7 @@ import random
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -704,9 +705,10 @@ def s3(ctx, sc):
 
 # --- scenario 4: kill -9 mid-transaction --------------------------------------
 
-def kill_during(ctx, st, secret, key, data, like):
-    """Post in a thread; once its statement sleeps in pg_sleep, SIGKILL
-    the app.  Returns (client's answer, killed pids, sleeping backends)."""
+def kill_during(ctx, st, secret, key, data, waiting):
+    """Post in a thread; once waiting(db) names the app backends stuck in
+    its statement, SIGKILL the app.  Returns (client's answer, killed
+    pids, those backends)."""
     c = ctx.main
     out = {}
 
@@ -714,15 +716,22 @@ def kill_during(ctx, st, secret, key, data, like):
         out["a"] = post(fresh(st, 20), secret, key, data, timeout=20)
     th = threading.Thread(target=go, daemon=True)
     th.start()
-    back = fx.wait_until("the request's statement sleeps (pg_stat_activity)",
-                         lambda: sleeping(c.db, like), 10)
+    back = fx.wait_until("the request's statement waits (pg_stat_activity)",
+                         lambda: waiting(c.db), 10)
     pids = st.app_pids()
     for p in pids:
         os.kill(p, signal.SIGKILL)
     th.join(25)
-    fx.wait_until("the killed worker's backend ends",
-                  lambda: backends_gone(c.db, back), 15)
     return out.get("a"), pids, back
+
+
+def lock_waiters(db, like):
+    """pids of app backends waiting for a heavyweight lock in a statement
+    LIKE like."""
+    out = db.scalar("select coalesce(string_agg(pid::text, ','), '') from "
+                    "pg_stat_activity where application_name = 'idem' and "
+                    "wait_event_type = 'Lock' and query like %s" % q(like))
+    return [int(p) for p in out.split(",") if p]
 
 
 def s4(ctx, sc):
@@ -730,14 +739,35 @@ def s4(ctx, sc):
     secret, tid = ctx.tenant(c, "faults-kill")
     st = ctx.stack(sc, "s4", c.conninfo, mode="spawn")
     st.start()
-    # a: the first flight (the key's INSERT) sleeps: no COMMIT was sent
-    ka = "slowkey-" + ctx.key("kill")
-    # (the key's INSERT is inside idem_claim(), flight 1's statement)
-    a, pids, back = kill_during(ctx, st, secret, ka, body(ka),
-                                "%idem_claim%")
+    # a: the first flight (idem_claim(): lookup and lock) waits behind a
+    # table lock another session holds: no COMMIT was sent
+    ka = ctx.key("kill")
+    with open(os.path.join(ctx.fx.tmp, "s4-lock.log"), "ab") as log:
+        locker = subprocess.Popen(
+            ["psql", "-X", "-q", "-At", "-d",
+             c.conninfo + " application_name=fx-lock",
+             "-c", "begin; lock table idempotency_keys in access exclusive "
+             "mode; select pg_sleep(60)"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        fx.wait_until("the test session holds the table lock",
+                      lambda: c.db.int(
+                          "select count(*) from pg_locks l join "
+                          "pg_stat_activity a using (pid) where "
+                          "a.application_name = 'fx-lock' and l.mode = "
+                          "'AccessExclusiveLock' and l.granted") == 1, 10)
+        a, pids, back = kill_during(ctx, st, secret, ka, body(ka),
+                                    lambda db: lock_waiters(db,
+                                                            "%idem_claim%"))
+    finally:
+        c.db.run("select pg_terminate_backend(pid) from pg_stat_activity "
+                 "where application_name = 'fx-lock'")
+        locker.wait(10)
+    fx.wait_until("the killed worker's backend ends",
+                  lambda: backends_gone(c.db, back), 15)
     recs, pays = key_state(c.db, tid), payments_by_key(c.db, tid)
     sc.report("1", ka not in recs and not pays.get(ka) and bool(pids), [
-        "killed app pid(s) %s while backend %s slept in the key INSERT"
+        "killed app pid(s) %s while backend %s waited in idem_claim()"
         % (sorted(pids), back),
         "the client got: %s" % (a.brief() if a else "nothing"),
         "key record %r, payments %s" % (recs.get(ka), pays.get(ka, []))])
@@ -747,7 +777,10 @@ def s4(ctx, sc):
     kb = ctx.key("kill")
     b, pids_b, back_b = kill_during(ctx, st, secret, kb,
                                     body(kb, description="slow:2"),
-                                    "INSERT INTO payments%")
+                                    lambda db: sleeping(
+                                        db, "INSERT INTO payments%"))
+    fx.wait_until("the killed worker's backend ends",
+                  lambda: backends_gone(c.db, back_b), 15)
     recs, pays = key_state(c.db, tid), payments_by_key(c.db, tid)
     rec, got = recs.get(kb), pays.get(kb, [])
     nothing = rec is None and not got
@@ -758,8 +791,8 @@ def s4(ctx, sc):
             "the client got: %s" % (b.brief() if b else "nothing"),
             "key record %r, payments %s" % (rec, got)]
     if whole:
-        diag.append("committed anyway: the second flight pipelines INSERT, "
-                    "UPDATE and COMMIT, so the server runs the COMMIT after "
+        diag.append("committed anyway: the second flight pipelines the INSERT, "
+                    "idem_complete() and COMMIT, so the server runs the COMMIT after "
                     "the worker died")
     sc.report("2", nothing or whole, diag)
     sc.report("3", nothing, diag, todo=None if nothing else
@@ -1183,8 +1216,8 @@ SCENARIOS = [
         ("3", "the app survives (same pid, /healthz 200)"),
     ]),
     (4, "kill -9 mid-transaction", s4, [
-        ("1", "killed in the first flight (key INSERT sleeping): no key "
-              "row, no payment"),
+        ("1", "killed in the first flight (idem_claim() waiting for a "
+              "lock): no key row, no payment"),
         ("2", "killed in the handler's slow INSERT: nothing half-written "
               "(no key and no payment, or completed with one payment)"),
         ("3", "killed in the handler's slow INSERT: nothing written at all"),
@@ -1229,16 +1262,6 @@ begin
 end $$;
 create trigger fault_payment before insert on payments
 	for each row execute function fault_payment();
-create or replace function fault_key() returns trigger
-language plpgsql as $$
-begin
-	if new.key like 'slowkey-%' then
-		perform pg_sleep(2);
-	end if;
-	return new;
-end $$;
-create trigger fault_key before insert on idempotency_keys
-	for each row execute function fault_key();
 """
 
 
