@@ -156,7 +156,8 @@ int		 idem_req_phase_commit(idem_req *req, const char *next_point);
  * idem_req_db() opens a new one.  -1 if statements are deferred.
  */
 int		 idem_req_phase_pause(idem_req *req);
-/* The record's id: lets a phase find the rows an earlier phase wrote. */
+/* The record's id: lets a phase find the rows an earlier phase wrote
+ * (0 on atomic routes: their record is written at the commit). */
 int64_t		 idem_req_record_id(const idem_req *req);
 /* A stable key derived from ours, for the external call of a phase. */
 int		 idem_req_derived_key(const idem_req *req, const char *phase,
