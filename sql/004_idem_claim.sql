@@ -5,6 +5,45 @@
 -- client still sends only unnamed statements (which pgbouncer in
 -- transaction mode requires).
 
+-- idem_put: the one statement that writes a new record, in progress
+-- (leased, at 'started') or completed (with its response), or replaces an
+-- expired one of the same key under a new id.  Returns the id, or NULL
+-- when a live record is in the way.  Only for callers that hold the key's
+-- advisory lock.
+CREATE FUNCTION idem_put(p_tenant bigint, p_key text, p_method text,
+    p_path text, p_fpr bytea, p_ttl_ms bigint, p_state text,
+    p_status integer, p_headers jsonb, p_body bytea)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+	v_id bigint;
+BEGIN
+	INSERT INTO idempotency_keys AS k (api_key_id, key, request_method,
+	    request_path, request_fingerprint, state, recovery_point,
+	    response_status, response_headers, response_body, locked_at,
+	    created_at, expires_at)
+	  VALUES (p_tenant, p_key, p_method, p_path, p_fpr, p_state,
+	    CASE p_state WHEN 'completed' THEN 'finished' ELSE 'started' END,
+	    p_status, p_headers, p_body,
+	    CASE p_state WHEN 'in_progress' THEN now() END, now(),
+	    now() + p_ttl_ms * interval '1 millisecond')
+	  ON CONFLICT (api_key_id, key) DO UPDATE SET
+	    id = nextval(pg_get_serial_sequence('idempotency_keys', 'id')),
+	    request_method = EXCLUDED.request_method,
+	    request_path = EXCLUDED.request_path,
+	    request_fingerprint = EXCLUDED.request_fingerprint,
+	    state = EXCLUDED.state, recovery_point = EXCLUDED.recovery_point,
+	    response_status = EXCLUDED.response_status,
+	    response_headers = EXCLUDED.response_headers,
+	    response_body = EXCLUDED.response_body,
+	    locked_at = EXCLUDED.locked_at, created_at = now(),
+	    expires_at = EXCLUDED.expires_at
+	  WHERE k.expires_at <= now()
+	  RETURNING k.id INTO v_id;
+	RETURN v_id;
+END
+$$;
+
 -- idem_claim: flight 1.  Resolves the tenant, looks the key up and decides
 -- whether this request may write the record: no live record, or a live
 -- in-progress one whose lease (older than p_lock_timeout_ms) expired.  Only
@@ -61,23 +100,8 @@ BEGIN
 	END LOOP;
 	claimed := live IS NOT TRUE;
 	IF claimed AND p_insert THEN
-		INSERT INTO idempotency_keys AS k (api_key_id, key,
-		    request_method, request_path, request_fingerprint, state,
-		    recovery_point, locked_at, created_at, expires_at)
-		  VALUES (tenant, p_key, p_method, p_path, p_fpr, 'in_progress',
-		    'started', now(), now(),
-		    now() + p_ttl_ms * interval '1 millisecond')
-		  ON CONFLICT (api_key_id, key) DO UPDATE SET
-		    id = nextval(pg_get_serial_sequence('idempotency_keys', 'id')),
-		    request_method = EXCLUDED.request_method,
-		    request_path = EXCLUDED.request_path,
-		    request_fingerprint = EXCLUDED.request_fingerprint,
-		    state = 'in_progress', recovery_point = 'started',
-		    response_status = NULL, response_headers = NULL,
-		    response_body = NULL, locked_at = now(), created_at = now(),
-		    expires_at = EXCLUDED.expires_at
-		  WHERE k.expires_at <= now()
-		  RETURNING k.id INTO inserted;
+		inserted := idem_put(tenant, p_key, p_method, p_path, p_fpr,
+		    p_ttl_ms, 'in_progress', NULL, NULL, NULL);
 	END IF;
 	RETURN NEXT;
 END
@@ -98,25 +122,8 @@ LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
 	v_id bigint;
 BEGIN
-	INSERT INTO idempotency_keys AS k (api_key_id, key, request_method,
-	    request_path, request_fingerprint, state, recovery_point,
-	    response_status, response_headers, response_body, locked_at,
-	    created_at, expires_at)
-	  VALUES (p_tenant, p_key, p_method, p_path, p_fpr, 'completed',
-	    'finished', p_status, p_headers, p_body, NULL, now(),
-	    now() + p_ttl_ms * interval '1 millisecond')
-	  ON CONFLICT (api_key_id, key) DO UPDATE SET
-	    id = nextval(pg_get_serial_sequence('idempotency_keys', 'id')),
-	    request_method = EXCLUDED.request_method,
-	    request_path = EXCLUDED.request_path,
-	    request_fingerprint = EXCLUDED.request_fingerprint,
-	    state = 'completed', recovery_point = 'finished',
-	    response_status = EXCLUDED.response_status,
-	    response_headers = EXCLUDED.response_headers,
-	    response_body = EXCLUDED.response_body, locked_at = NULL,
-	    created_at = now(), expires_at = EXCLUDED.expires_at
-	  WHERE k.expires_at <= now()
-	  RETURNING k.id INTO v_id;
+	v_id := idem_put(p_tenant, p_key, p_method, p_path, p_fpr, p_ttl_ms,
+	    'completed', p_status, p_headers, p_body);
 	IF v_id IS NULL THEN
 		RAISE EXCEPTION 'idempotency key record changed under its lock'
 		    USING ERRCODE = 'serialization_failure';
