@@ -9,25 +9,18 @@ import argparse
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 sys.dont_write_bytecode = True
 from direct import App, api_key, done, ok, write_conf  # noqa: E402
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
+from harness import free_port  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser()

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from harness import DB, q
+from harness import DB, free_port, pid_running, q
 
 
 class SetupError(Exception):
@@ -25,14 +25,6 @@ class SetupError(Exception):
 
 def is_root():
     return os.geteuid() == 0
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def wait_until(what, cond, timeout, interval=0.05):
@@ -51,16 +43,6 @@ def wait_until(what, cond, timeout, interval=0.05):
             raise SetupError("%s: not within %.0fs%s" % (
                 what, timeout, " (last error: %s)" % last if last else ""))
         time.sleep(interval)
-
-
-def pid_running(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            st = f.read()
-    except OSError:
-        return False
-    state = st[st.rindex(")") + 2:].split()[0]
-    return state not in ("Z", "X")
 
 
 def pg_bindir():

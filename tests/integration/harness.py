@@ -18,6 +18,7 @@ Standard library only.
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -248,6 +249,26 @@ def run_checks(env, only=None, out=sys.stdout):
     out.write("1..%d\n" % n)
     out.flush()
     return passed, failed, skipped
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def pid_running(pid):
+    """Alive and not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+    except OSError:
+        return False
+    state = st[st.rindex(")") + 2:].split()[0]
+    return state not in ("Z", "X")
 
 
 def app_pids(root_pids):

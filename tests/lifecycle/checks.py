@@ -14,9 +14,9 @@ import subprocess
 import threading
 import time
 
-from harness import check, q
+from harness import check, pid_running, q
 from lcenv import (PAY, ROUTE, EVICT_LOCK, LOCK_TIMEOUT_S, POOL_SIZE,
-                   pid_running, wait_until)
+                   wait_until)
 
 LTO = LOCK_TIMEOUT_S
 

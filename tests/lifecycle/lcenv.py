@@ -12,13 +12,12 @@ import re
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
 
 import httpc
-from harness import DB, Failed, q, app_pids
+from harness import DB, Failed, app_pids, free_port, pid_running, q
 
 PAY = "/v1/payments"
 ROUTE = "POST /v1/payments"
@@ -28,25 +27,6 @@ REQUEST_TIMEOUT_S = 1.0         # [server] request_timeout
 POOL_SIZE = 3
 
 DEFAULT = object()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def pid_running(pid):
-    """Alive and not a zombie."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            st = f.read()
-    except OSError:
-        return False
-    state = st[st.rindex(")") + 2:].split()[0]
-    return state not in ("Z", "X")
 
 
 def wait_until(cond, timeout, what, interval=0.05):
