@@ -8,6 +8,8 @@ connection, and the test asserts:
   new key            2 flights, both waited on (db_round_trips 2 in the log)
   replay, 409, 422   1 flight waited on; the 2nd send is the ROLLBACK that
                      goes out without waiting for its answer
+and that a new key's record is written once (one INSERT, no UPDATE,
+counted by a trigger of its own while the test runs).
 Prints TAP.  Usage:
   roundtrips.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
@@ -95,6 +97,20 @@ def main():
                      "roundtrips-%d" % os.getpid())
     app = App(a.builddir, conf, os.path.join(tmp, "app.sock"),
               os.path.join(tmp, "app.log"))
+    def psql(sql):
+        return subprocess.run(
+            ["psql", "-h", a.pghost, "-p", port, "-U", "postgres", "-XAt",
+             "-v", "ON_ERROR_STOP=1", "-c", sql],
+            capture_output=True, text=True, check=True).stdout.strip()
+
+    # Every write to a key record, while this test runs.
+    writes = "rt_writes_%d" % os.getpid()
+    psql("CREATE TABLE %(w)s (op text, api_key_id bigint, key text);"
+         "CREATE FUNCTION %(w)s() RETURNS trigger LANGUAGE plpgsql AS $$"
+         " BEGIN INSERT INTO %(w)s VALUES (TG_OP, NEW.api_key_id, NEW.key);"
+         " RETURN NEW; END $$;"
+         "CREATE TRIGGER %(w)s AFTER INSERT OR UPDATE ON idempotency_keys"
+         " FOR EACH ROW EXECUTE FUNCTION %(w)s()" % {"w": writes})
     try:
         def request(method, uri, body=b"", key=None):
             return app.request(secret, method, uri, body, key)[0]
@@ -154,8 +170,16 @@ def main():
         want = [("created", 2), ("replayed", 1), ("reused", 1),
                 ("in_flight", 1)]
         ok(got == want, "waited-on round trips per outcome %r" % want, got)
+        ops = psql("SELECT coalesce(string_agg(op, ',' ORDER BY op), '')"
+                   " FROM %s w JOIN api_keys a ON a.id = w.api_key_id"
+                   " WHERE a.secret_hash = sha256(convert_to('%s', 'UTF8'))"
+                   " AND w.key = 'rt-1'" % (writes, secret))
+        ok(ops == "INSERT", "new key: its record is written once (one INSERT,"
+           " no UPDATE); replay and 422 write nothing", "writes: %r" % ops)
     finally:
         app.stop()
+        psql("DROP TRIGGER %(w)s ON idempotency_keys; DROP FUNCTION %(w)s();"
+             " DROP TABLE %(w)s" % {"w": writes})
     return done()
 
 
