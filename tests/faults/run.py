@@ -823,6 +823,41 @@ def s4(ctx, sc):
         % (time.monotonic() - t0, sorted(now), sorted(pids | pids_b)),
         "retries: %s; %s" % (ra[-1].brief(), rb[-1].brief())] + bad)
 
+    # c: while the handler's payment INSERT sleeps, a writer that ignores
+    # the key's lock stores a live record under the same key.
+    # idem_complete() then cannot write the key's record: the whole
+    # transaction, the payment included, rolls back and the client is told
+    # to retry; the other writer's record stays as it was.
+    kc = ctx.key("kill")
+    out = {}
+
+    def go():
+        out["a"] = post(fresh(st, 20), secret, kc,
+                        body(kc, description="slow:1.5"), timeout=20)
+    th = threading.Thread(target=go, daemon=True)
+    th.start()
+    fx.wait_until("the request's payment INSERT sleeps",
+                  lambda: sleeping(c.db, "INSERT INTO payments%"), 10)
+    c.db.run("insert into idempotency_keys (api_key_id, key, request_method,"
+             " request_path, request_fingerprint, state, recovery_point,"
+             " response_status, response_headers, response_body,"
+             " expires_at) values (%d, %s, 'POST', '/v1/payments',"
+             " sha256('elsewhere'), 'completed', 'finished', 201, '{}',"
+             " 'elsewhere', now() + interval '1 hour')" % (tid, q(kc)))
+    th.join(25)
+    c_ans = out.get("a")
+    kept = c.db.scalar("select convert_from(response_body, 'UTF8') from "
+                       "idempotency_keys where api_key_id = %d and key = %s"
+                       % (tid, q(kc)))
+    c_pays = payments_by_key(c.db, tid).get(kc, [])
+    sc.report("5", c_ans is not None and
+              c_ans.problem_ok(503, "service-unavailable") and
+              c_ans.header("Retry-After") == "1" and not c_pays and
+              kept == "elsewhere", [
+                  "the client got: %s" % (c_ans.brief() if c_ans
+                                          else "nothing"),
+                  "payments %s; the key's record body %r" % (c_pays, kept)])
+
 
 # --- scenario 5: pool exhaustion ----------------------------------------------
 
@@ -1223,6 +1258,9 @@ SCENARIOS = [
         ("3", "killed in the handler's slow INSERT: nothing written at all"),
         ("4", "lighttpd respawns the app; each retry executes once "
               "(one payment per key)"),
+        ("5", "a live record written under the key, ignoring its lock, "
+              "while the handler runs: 503 service-unavailable with "
+              "Retry-After, no payment, that record untouched"),
     ]),
     (5, "pool exhaustion", s5, [
         ("1", "8 concurrent requests on a pool of 2 all answer (no "
