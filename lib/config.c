@@ -118,7 +118,6 @@ struct parse {
 	enum cfg_sect		 sect;
 	const char		*app_sect;	/* S_APP: the section name */
 	struct idem_cfg_route	*route;		/* S_ROUTE: its record */
-	unsigned long		 route_ttl_line;
 	unsigned long		 key_line[NKEYS];
 	int			 sect_seen[S_ROUTE];
 	struct app_state	*app;
@@ -465,7 +464,6 @@ parse_section(struct parse *ps, char *s, size_t len)
 		return perr(ps, ps->line, "empty section name");
 
 	ps->route = NULL;
-	ps->route_ttl_line = 0;
 	ps->app_sect = NULL;
 	if (strncmp(s, "route", 5) == 0 && (s[5] == '\0' || s[5] == ' ' ||
 	    s[5] == '\t' || s[5] == '"')) {
@@ -487,6 +485,7 @@ parse_section(struct parse *ps, char *s, size_t len)
 			free(r);
 			return perr(ps, ps->line, "out of memory");
 		}
+		r->line = ps->line;
 		*tail = r;
 		ps->route = r;
 		ps->sect = S_ROUTE;
@@ -522,13 +521,86 @@ parse_section(struct parse *ps, char *s, size_t len)
 	return 0;
 }
 
+/* The keys of a route section, in the order of its key_line[]. */
+static const char *const route_keys[] = { "ttl", "lock_timeout",
+    "deadline", "phase_deadline" };
+
+static int
+parse_route_key(struct parse *ps, const char *key, const char *val)
+{
+	struct idem_cfg_route	*r = ps->route;
+	long long		*dst[4] = { &r->ttl_ms, &r->lock_timeout_ms,
+				    &r->deadline_ms, &r->phase_deadline_ms };
+	long long		 ms;
+	size_t			 i;
+
+	for (i = 0; i < 4; i++)
+		if (strcmp(key, route_keys[i]) == 0)
+			break;
+	if (i == 4)
+		return perr(ps, ps->line, "unknown key %.64s in route section "
+		    "(ttl, lock_timeout, deadline or phase_deadline)", key);
+	if (r->key_line[i] != 0)
+		return perr(ps, ps->line, "duplicate key %s (first on line "
+		    "%lu)", route_keys[i], r->key_line[i]);
+	if (idem_parse_duration(val, &ms) == -1)
+		return perr(ps, ps->line, "%s must be a duration such as 250ms, "
+		    "30s, 5m, 24h or 7d (at most 3650d)", route_keys[i]);
+	*dst[i] = ms;
+	r->key_line[i] = ps->line;
+	return 0;
+}
+
+/*
+ * Can a route's lease lapse under a live request, or its record expire
+ * before the request could have ended?  r NULL: the defaults.  0, or -1
+ * with the error at the line that set the offending value.
+ */
+static int
+check_route_limits(struct parse *ps, const struct idem_cfg_route *r,
+    unsigned long lock_line, unsigned long req_line, unsigned long ttl_line)
+{
+	struct idem_route_limits	 l;
+	char				 where[300] = "";
+	unsigned long			 line;
+
+	idem_cfg_route_limits(ps->cfg, r ? r->method : NULL, r ? r->path : NULL,
+	    &l);
+	if (r != NULL)
+		snprintf(where, sizeof(where), " of [route \"%s %.256s\"]",
+		    r->method, r->path);
+	if (l.lock_timeout_ms <= l.deadline_ms) {
+		line = r && r->key_line[1] ? r->key_line[1] : r &&
+		    r->key_line[2] ? r->key_line[2] : lock_line ? lock_line :
+		    req_line ? req_line : r ? r->line : 0;
+		return perr(ps, line, "lock_timeout (%lldms)%s must be greater "
+		    "than its deadline (%lldms): the lease of a request still "
+		    "running could lapse", l.lock_timeout_ms, where,
+		    l.deadline_ms);
+	}
+	if (l.phase_deadline_ms > l.deadline_ms) {
+		line = r && r->key_line[3] ? r->key_line[3] : r ? r->line : 0;
+		return perr(ps, line, "phase_deadline (%lldms)%s must not be "
+		    "greater than its deadline (%lldms)", l.phase_deadline_ms,
+		    where, l.deadline_ms);
+	}
+	if (l.ttl_ms < l.deadline_ms + l.lock_timeout_ms) {
+		line = r && r->key_line[0] ? r->key_line[0] : ttl_line ?
+		    ttl_line : r ? r->line : lock_line;
+		return perr(ps, line, "ttl (%lldms)%s must be at least its "
+		    "deadline + lock_timeout (%lldms): the key could expire "
+		    "while its request may still run", l.ttl_ms, where,
+		    l.deadline_ms + l.lock_timeout_ms);
+	}
+	return 0;
+}
+
 static int
 parse_keyval(struct parse *ps, char *s)
 {
 	struct idem_cfg_kv	*kv;
 	char			*eq, *key, *val, *e;
 	size_t			 i;
-	long long		 ms;
 
 	if ((eq = strchr(s, '=')) == NULL)
 		return perr(ps, ps->line, "expected key = value");
@@ -550,18 +622,7 @@ parse_keyval(struct parse *ps, char *s)
 	case S_IGNORE:
 		return 0;
 	case S_ROUTE:
-		if (strcmp(key, "ttl") != 0)
-			return perr(ps, ps->line, "unknown key %.64s in route "
-			    "section (only ttl)", key);
-		if (ps->route_ttl_line != 0)
-			return perr(ps, ps->line, "duplicate key ttl "
-			    "(first on line %lu)", ps->route_ttl_line);
-		if (idem_parse_duration(val, &ms) == -1)
-			return perr(ps, ps->line, "ttl must be a duration such "
-			    "as 250ms, 30s, 5m, 24h or 7d (at most 3650d)");
-		ps->route->ttl_ms = ms;
-		ps->route_ttl_line = ps->line;
-		return 0;
+		return parse_route_key(ps, key, val);
 	case S_APP:
 		for (kv = ps->cfg->app, i = 0; kv != NULL; kv = kv->next, i++)
 			if (strcmp(kv->section, ps->app_sect) == 0 &&
@@ -652,6 +713,7 @@ idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
 {
 	struct parse		 ps;
 	struct idem_cfg_kv	*kv;
+	struct idem_cfg_route	*r;
 	const char		*nl;
 	size_t			 off, n;
 	unsigned long		 lock_line, req_line;
@@ -698,6 +760,13 @@ idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
 		    cfg->request_timeout_ms);
 		goto out;
 	}
+	if (check_route_limits(&ps, NULL, lock_line, req_line,
+	    key_line(&ps, "ttl")) == -1)
+		goto out;
+	for (r = cfg->routes; r != NULL; r = r->next)
+		if (check_route_limits(&ps, r, lock_line, req_line,
+		    key_line(&ps, "ttl")) == -1)
+			goto out;
 	rc = 0;
 out:
 	free(ps.app);
@@ -754,19 +823,34 @@ fail:
 	return -1;
 }
 
+void
+idem_cfg_route_limits(const struct idem_cfg *cfg, const char *method,
+    const char *pattern, struct idem_route_limits *out)
+{
+	const struct idem_cfg_route	*r = NULL;
+
+	if (method != NULL && pattern != NULL)
+		for (r = cfg->routes; r != NULL; r = r->next)
+			if (strcmp(r->method, method) == 0 &&
+			    strcmp(r->path, pattern) == 0)
+				break;
+	out->ttl_ms = r && r->ttl_ms > 0 ? r->ttl_ms : cfg->ttl_ms;
+	out->lock_timeout_ms = r && r->lock_timeout_ms > 0 ?
+	    r->lock_timeout_ms : cfg->lock_timeout_ms;
+	out->deadline_ms = r && r->deadline_ms > 0 ? r->deadline_ms :
+	    cfg->request_timeout_ms;
+	out->phase_deadline_ms = r && r->phase_deadline_ms > 0 ?
+	    r->phase_deadline_ms : out->deadline_ms;
+}
+
 long long
 idem_cfg_route_ttl(const struct idem_cfg *cfg, const char *method,
     const char *pattern)
 {
-	const struct idem_cfg_route	*r;
+	struct idem_route_limits	l;
 
-	if (method == NULL || pattern == NULL)
-		return cfg->ttl_ms;
-	for (r = cfg->routes; r != NULL; r = r->next)
-		if (r->ttl_ms > 0 && strcmp(r->method, method) == 0 &&
-		    strcmp(r->path, pattern) == 0)
-			return r->ttl_ms;
-	return cfg->ttl_ms;
+	idem_cfg_route_limits(cfg, method, pattern, &l);
+	return l.ttl_ms;
 }
 
 const char *

@@ -141,25 +141,45 @@ int		 idem_resp_problem(idem_req *req, enum idem_problem p,
 /*
  * An IDEM_ROUTE_PHASED handler cannot share one transaction with an effect
  * outside the database (a card acquirer).  The key record is committed
- * first (state in_progress, recovery point "started"); the handler then
- * runs as phases, each in its own transaction, ended by
- * idem_req_phase_commit() which also records the next recovery point.  A
- * retry after lock_timeout resumes at the stored point, so the handler
- * must switch on idem_req_recovery_point().  The response set when the
- * handler returns is stored and the key completed.
+ * first (state in_progress, recovery point "started") under a lease that
+ * names this request; the handler then runs as phases, each in its own
+ * transaction, ended by idem_req_phase_commit() which also records the
+ * next recovery point and renews the lease.  Every write of the phase is
+ * fenced by the lease: if the record is no longer this request's, the
+ * phase's transaction rolls back, the call fails and the client gets 503.
+ * A duplicate gets 409 while the lease is live; after the owner died (the
+ * lease lapsed, [route] lock_timeout after its last renewal) a retry, or
+ * the completer, resumes at the stored point, so the handler must switch
+ * on idem_req_recovery_point().  The handler and each phase run under the
+ * route's deadline and phase_deadline: past either, the next phase
+ * boundary fails (503).  The response set when the handler returns is
+ * stored and the key completed.
  */
 const char	*idem_req_recovery_point(const idem_req *req);
 int		 idem_req_phase_commit(idem_req *req, const char *next_point);
 /*
  * End the current phase's (read-only) transaction without recording a
- * point, so that a slow external call holds no transaction open; the next
- * idem_req_db() opens a new one.  -1 if statements are deferred.
+ * point, so that a slow external call holds no transaction open, and renew
+ * the lease so that the call has a whole lock_timeout; the next
+ * idem_req_db() opens a new transaction.  -1 if statements are deferred,
+ * the deadline has passed or the record is no longer this request's.
  */
 int		 idem_req_phase_pause(idem_req *req);
+/* Renew the lease outside a transaction (a long wait between phases):
+ * 0, or -1 as idem_req_phase_pause(). */
+int		 idem_req_lease_renew(idem_req *req);
+/* Milliseconds left before the handler's or the phase's deadline, the
+ * nearer (0 when passed): the bound for an external call's timeout. */
+long long	 idem_req_time_left_ms(const idem_req *req);
 /* The record's id: lets a phase find the rows an earlier phase wrote
  * (0 on atomic routes: their record is written at the commit). */
 int64_t		 idem_req_record_id(const idem_req *req);
-/* A stable key derived from ours, for the external call of a phase. */
+/*
+ * A key derived from ours for the external call of a phase: 40 hex digits
+ * from the tenant, the Idempotency-Key, the request's fingerprint and
+ * phase, so it is the same for the same operation whatever happens to its
+ * record, and the other side can always deduplicate.
+ */
 int		 idem_req_derived_key(const idem_req *req, const char *phase,
 		    char *out, size_t outlen);
 
@@ -172,9 +192,13 @@ int		 idem_migrate(PGconn *db, const char *dir, char *err,
 int		 idem_api_key_create(PGconn *db, const char *name,
 		    char *secret, size_t secretlen, int64_t *id);
 /*
- * Delete expired records in batches, each under a fleet-wide lock; an
- * in-progress one only when its lease is older than lock_timeout_ms.
- * Fills evicted.  0, -1 on error, 1 when another process is evicting.
+ * Delete expired records in batches, each under a fleet-wide lock: the
+ * completed ones, and those in progress that never passed a recovery
+ * point and whose lease lapsed.  An unfinished phased record (past a
+ * recovery point: its effects may exist) is never evicted; it is left for
+ * the completer and reported.  lock_timeout_ms is unused (leases carry
+ * their end).  Fills evicted.  0, -1 on error, 1 when another process is
+ * evicting.
  */
 int		 idem_evict(PGconn *db, long batch, long max_batches,
 		    long long lock_timeout_ms, long *evicted);

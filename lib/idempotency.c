@@ -13,10 +13,19 @@
  * without waiting and drained when the connection is released.
  *
  * Phased mode (IDEM_ROUTE_PHASED) commits the new record at once, in
- * progress, leased by locked_at; each phase commits on its own and moves
- * the recovery point.  A retry within lock_timeout is 409; after it, the
- * lease is taken over (under the advisory lock) and the handler resumes
- * at the stored recovery point.
+ * progress, in flight 1, under a lease: a token naming this request and a
+ * time it lapses (the route's lock_timeout from the last renewal).  Each
+ * phase commits on its own, moves the recovery point and renews the lease;
+ * so does idem_req_phase_pause() before an external call.  Every write of
+ * the owner is fenced by its token in the same statement (sql/005): one
+ * that finds the record no longer its own raises, and the owner's whole
+ * transaction, effects included, rolls back (503, retry).  A duplicate is
+ * 409 while the lease is live, whatever the record's expiry; once it has
+ * lapsed the same request takes it over and resumes at the stored
+ * recovery point.  The handler and each phase run under wall-clock
+ * deadlines shorter than the lease (checked when the config is read), so
+ * a live owner's lease cannot lapse: a request past its deadline is
+ * abandoned and rolled back at its next phase boundary.
  */
 #include <arpa/inet.h>
 #include <signal.h>
@@ -30,21 +39,22 @@
 #include "private.h"
 
 /*
- * Flight 1's statement: idem_claim() (sql/004_idem_claim.sql) resolves the
- * tenant, looks the key up, tries the per-key advisory lock only when this
- * request may write the record, and, on phased routes, inserts it in
- * progress.  A function, so that its plan is kept per connection; called
- * unnamed.  $1 secret hash, $2 key, $3 method, $4 path, $5 fingerprint,
- * $6 ttl ms, $7 lock id, $8 lock timeout ms, $9 insert (phased).
+ * Flight 1's statement: idem_claim() (sql/005_idem_fencing.sql) resolves
+ * the tenant, looks the key up, tries the per-key advisory lock only when
+ * this request may write the record, and, on phased routes, inserts it in
+ * progress or takes a lapsed lease over.  A function, so that its plan is
+ * kept per connection; called unnamed.  $1 secret hash, $2 key, $3 method,
+ * $4 path, $5 fingerprint, $6 ttl ms, $7 lock id, $8 lease ms, $9 phased,
+ * $10 the canonical body (phased: kept for the completer).
  */
 static const char sql_lookup[] =
 	"SELECT * FROM idem_claim($1, $2, $3, $4, $5, $6::bigint, $7::bigint,"
-	" $8::bigint, $9::boolean)";
+	" $8::bigint, $9::boolean, $10)";
 
 enum {	/* columns of sql_lookup */
 	C_TENANT, C_SECRET, C_GOT, C_CLAIMED, C_INSERTED, C_ID, C_METHOD,
 	C_PATH, C_FPR, C_STATE, C_STATUS, C_HEADERS, C_BODY, C_LIVE, C_POINT,
-	C_STALE
+	C_STALE, C_TAKEN, C_TOKEN
 };
 
 /*
@@ -57,12 +67,17 @@ static const char sql_complete[] =
 	"SELECT idem_complete($1::bigint, $2, $3, $4, $5, $6::bigint,"
 	" $7::integer, $8::jsonb, $9)";
 
-/* The last phase of a phased route: $1 id, $2 status, $3 headers, $4 body */
-static const char sql_store[] =
-	"UPDATE idempotency_keys SET state = 'completed',"
-	" response_status = $2, response_headers = $3::jsonb,"
-	" response_body = $4, locked_at = NULL, recovery_point = 'finished'"
-	" WHERE id = $1";
+/* The last phase of a phased route, fenced: $1 id, $2 token, $3 status,
+ * $4 headers, $5 body.  Raises unless the lease is still ours. */
+static const char sql_finish[] =
+	"SELECT idem_finish($1::bigint, $2::uuid, $3::integer, $4::jsonb, $5)";
+
+/* A phase commit, fenced: $1 id, $2 token, $3 next point (NULL: renew
+ * only), $4 lease ms.  Raises unless the lease is still ours. */
+static const char sql_advance[] =
+	"SELECT idem_advance($1::bigint, $2::uuid, $3, $4::bigint)";
+
+static int	deadline_passed(idem_req *);
 
 static int64_t
 get_i64(const PGresult *r, int col)
@@ -164,7 +179,11 @@ failed(idem_req *req, int rc)
 	if (rc == 0 && req->status >= 500)
 		return;
 	/* -2: the database failed, not the request; a retry may succeed. */
-	if (rc == -2 || req->db_unavailable || idem_db_broken(req->db))
+	if (req->retry_later) {
+		idem_resp_problem(req, IDEM_P_UNAVAILABLE, "%s; retry later",
+		    req->retry_later);
+		req->outcome = IDEM_OUT_ERROR;
+	} else if (rc == -2 || req->db_unavailable || idem_db_broken(req->db))
 		unavailable(req);
 	else
 		idem_resp_problem(req, IDEM_P_INTERNAL,
@@ -276,12 +295,14 @@ commit_with(idem_req *req, const struct idem_q *record)
 static int
 store_and_commit(idem_req *req)
 {
-	const struct idem_cfg	*cfg = &req->app->cfg;
 	struct idem_q		 rec;
 	struct idem_buf		 hj = { 0 };
 	char			 id[24], st[8], ttl[24];
 	const char		*vals[9];
 	int			 lens[9] = { 0 }, fmts[9] = { 0 };
+
+	if (req->phased && deadline_passed(req))
+		return -1;
 	int			 rc, body;
 
 	if (headers_json(req, &hj) == -1)
@@ -291,14 +312,14 @@ store_and_commit(idem_req *req)
 	if (req->phased) {
 		snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
 		vals[0] = id;
-		vals[1] = st;
-		vals[2] = hj.p;
-		body = 3;
-		rec.sql = sql_store;
+		vals[1] = req->lease_token;
+		vals[2] = st;
+		vals[3] = hj.p;
+		body = 4;
+		rec.sql = sql_finish;
 	} else {
 		snprintf(id, sizeof(id), "%lld", (long long)req->tenant);
-		snprintf(ttl, sizeof(ttl), "%lld", idem_cfg_route_ttl(cfg,
-		    req->method, req->route->pattern));
+		snprintf(ttl, sizeof(ttl), "%lld", req->limits.ttl_ms);
 		vals[0] = id;
 		vals[1] = req->key;
 		vals[2] = req->method;
@@ -321,63 +342,76 @@ store_and_commit(idem_req *req)
 	rec.fmts = fmts;
 	rc = commit_with(req, &rec);
 	idem_buf_free(&hj);
+	if (rc == -2 && req->phased)
+		req->retry_later = "this request no longer holds its "
+		    "Idempotency-Key";
 	return rc;
 }
 
 /*
- * Commit the record as leased.  The first phase's transaction opens when
- * the handler first asks for its connection (idem_req_db).  A takeover only
- * succeeds if the lease is still expired now: the lookup's snapshot may
- * predate another request's takeover.  0, -1 error, 1 lost the race.
+ * Past the handler's or the phase's wall-clock deadline?  Then the request
+ * is abandoned: whatever it has not committed rolls back, and the client
+ * is told to retry (the lease, shorter than neither, is still ours).
  */
 static int
-lease(idem_req *req, const char *lock_timeout_ms)
+deadline_passed(idem_req *req)
 {
-	struct idem_q	 q[2];
-	char		 id[24];
-	const char	*vals[2] = { id, lock_timeout_ms };
+	long long	now = idem_now_us();
+
+	if (now - req->started_us <= req->limits.deadline_ms * 1000 &&
+	    now - req->phase_started_us <= req->limits.phase_deadline_ms *
+	    1000)
+		return 0;
+	idem_log(IDEM_LOG_WARN, "request %s ran past its deadline: abandoned",
+	    req->request_id);
+	req->retry_later = "the request ran past its deadline";
+	return 1;
+}
+
+/* Renew our lease in a statement of its own (no transaction open): 0, or
+ * -1 when the record is no longer ours or the database failed. */
+static int
+renew(idem_req *req)
+{
+	struct idem_q	 q;
+	char		 id[24], lease[24];
+	const char	*vals[4] = { id, req->lease_token, NULL, lease };
 	int		 rc;
 
 	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
-	memset(q, 0, sizeof(q));
-	q[0].sql = req->resumed ? "UPDATE idempotency_keys SET locked_at ="
-	    " now() WHERE id = $1 AND state = 'in_progress' AND (locked_at IS"
-	    " NULL OR locked_at < now() - $2::bigint * interval"
-	    " '1 millisecond')" : "UPDATE idempotency_keys SET locked_at ="
-	    " now() WHERE id = $1 AND $2::bigint > 0";
-	q[0].n = 2;
-	q[0].vals = vals;
-	q[1].sql = "COMMIT";
-	rc = idem_flight(req->db, q, 2, &req->round_trips);
-	req->txn_open = 0;
-	if (rc == 0 && strcmp(PQcmdStatus(q[0].res), "UPDATE 1") != 0)
-		rc = 1;
-	idem_flight_clear(q, 2);
-	return rc;
+	snprintf(lease, sizeof(lease), "%lld", req->limits.lock_timeout_ms);
+	memset(&q, 0, sizeof(q));
+	q.sql = sql_advance;
+	q.n = 4;
+	q.vals = vals;
+	rc = idem_flight(req->db, &q, 1, &req->round_trips);
+	idem_flight_clear(&q, 1);
+	if (rc == -2)
+		req->retry_later = "this request no longer holds its "
+		    "Idempotency-Key";
+	return rc == 0 ? 0 : -1;
 }
 
 /*
  * A phase failed: its transaction is undone.  A record that never passed
  * a recovery point is deleted (a retry executes afresh); otherwise its
- * lease is released so that a retry resumes at once.
+ * lease is released so that a retry (or the completer) resumes at once.
  */
 static void
 phase_failed(idem_req *req, int rc)
 {
 	char		 id[24];
-	const char	*vals[1] = { id };
-	PGresult	*r;
+	const char	*vals[2] = { id, req->lease_token };
 
-	if (req->txn_open)
+	/* Open, or aborted by a failed flight (a fenced write that raised). */
+	if (req->txn_open || PQtransactionStatus(req->db) != PQTRANS_IDLE)
 		PQclear(PQexec(req->db, "ROLLBACK"));
 	req->txn_open = 0;
+	idem_defer_free(req);
+	/* Only while the lease is ours (idem_release() is fenced). */
 	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
-	r = PQexecParams(req->db, strcmp(req->recovery_point, "started") == 0 ?
-	    "DELETE FROM idempotency_keys WHERE id = $1 AND state = "
-	    "'in_progress'" : "UPDATE idempotency_keys SET locked_at = NULL "
-	    "WHERE id = $1 AND state = 'in_progress'", 1, NULL, vals, NULL,
-	    NULL, 0);
-	PQclear(r);
+	PQclear(PQexecParams(req->db, "SELECT idem_release($1::bigint, "
+	    "$2::uuid)", 2, NULL, vals, NULL, NULL, 0));
 	failed(req, rc);
 }
 
@@ -425,15 +459,42 @@ idem_req_phase_pause(idem_req *req)
 	PGresult	*r;
 
 	/* Nothing may be pending: this records no recovery point. */
-	if (!req->phased || req->ndefer > 0)
+	if (!req->phased || req->ndefer > 0 || req->db == NULL)
 		return -1;
-	if (!req->txn_open)
+	if (req->txn_open) {
+		r = PQexec(req->db, "ROLLBACK");
+		req->round_trips++;
+		req->txn_open = 0;
+		PQclear(r);
+	}
+	/* The external call that follows gets a whole lease: it is bounded
+	 * by the phase's deadline, which is shorter. */
+	if (deadline_passed(req))
+		return -1;
+	return renew(req);
+}
+
+int
+idem_req_lease_renew(idem_req *req)
+{
+	if (!req->phased || req->db == NULL || req->txn_open ||
+	    deadline_passed(req))
+		return -1;
+	return renew(req);
+}
+
+long long
+idem_req_time_left_ms(const idem_req *req)
+{
+	long long	now = idem_now_us(), a, b;
+
+	if (req->started_us == 0)
 		return 0;
-	r = PQexec(req->db, "ROLLBACK");
-	req->round_trips++;
-	req->txn_open = 0;
-	PQclear(r);
-	return 0;
+	a = req->limits.deadline_ms - (now - req->started_us) / 1000;
+	b = req->limits.phase_deadline_ms - (now - req->phase_started_us) /
+	    1000;
+	a = a < b ? a : b;
+	return a > 0 ? a : 0;
 }
 
 const char *
@@ -452,27 +513,37 @@ int
 idem_req_phase_commit(idem_req *req, const char *next)
 {
 	struct idem_q	 update;
-	char		 id[24];
-	const char	*vals[2];
+	char		 id[24], lease[24];
+	const char	*vals[4];
 	int		 rc;
 
 	if (!req->phased || req->db == NULL || next == NULL ||
 	    strlen(next) == 0 || strlen(next) >= sizeof(req->recovery_point))
 		return -1;
+	if (deadline_passed(req))
+		return -1;
 	fault("before", next);
 	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
+	snprintf(lease, sizeof(lease), "%lld", req->limits.lock_timeout_ms);
 	vals[0] = id;
-	vals[1] = next;
+	vals[1] = req->lease_token;
+	vals[2] = next;
+	vals[3] = lease;
 	memset(&update, 0, sizeof(update));
-	/* The lease is renewed with every phase. */
-	update.sql = "UPDATE idempotency_keys SET recovery_point = $2,"
-	    " locked_at = now() WHERE id = $1 AND state = 'in_progress'";
-	update.n = 2;
+	/* Fenced: raises (rolling the phase back) unless the lease is ours;
+	 * renews it with the new recovery point. */
+	update.sql = sql_advance;
+	update.n = 4;
 	update.vals = vals;
 	rc = commit_with(req, &update);
-	if (rc != 0)
+	if (rc != 0) {
+		if (rc == -2)
+			req->retry_later = "this request no longer holds its "
+			    "Idempotency-Key";
 		return -1;
+	}
 	strcpy(req->recovery_point, next);
+	req->phase_started_us = idem_now_us();
 	fault("after", next);
 	return 0;
 }
@@ -487,14 +558,14 @@ idem_req_derived_key(const idem_req *req, const char *phase, char *out,
 	size_t		  i;
 
 	/*
-	 * Stable across retries and processes, opaque to the other side, and
-	 * new when an expired key is used afresh (the record gets a new id).
+	 * Stable across retries, processes and even a replaced record: the
+	 * same tenant, key and request (fingerprint) give the same key, so
+	 * the other side can always deduplicate; opaque to it.
 	 */
-	if (req->record_id == 0 || outlen < 2 * 20 + 1)
+	if (!req->has_key || phase == NULL || outlen < 2 * 20 + 1)
 		return -1;
 	idem_buf_add(&b, req->tenant_hash, sizeof(req->tenant_hash));
-	idem_buf_addf(&b, "%lld", (long long)req->record_id);
-	idem_buf_addc(&b, '\0');
+	idem_buf_add(&b, req->fingerprint, sizeof(req->fingerprint));
 	idem_buf_adds(&b, req->key);
 	idem_buf_addc(&b, '\0');
 	idem_buf_adds(&b, phase);
@@ -508,152 +579,68 @@ idem_req_derived_key(const idem_req *req, const char *phase, char *out,
 	return 0;
 }
 
-void
-idem_idempotent_run(idem_req *req)
+/* Read flight 1's row for the verdict. */
+static void
+claim_row(const idem_req *req, const PGresult *r, struct idem_claim_row *row)
 {
-	const struct idem_cfg	*cfg = &req->app->cfg;
-	struct idem_q		 q[2];
-	char			 lock[24], ttl[24], lto[24];
-	const char		*vals[9];
-	int			 lens[9] = { 32, 0, 0, 0, 32, 0, 0, 0, 0 };
-	int			 fmts[9] = { 1, 0, 0, 0, 1, 0, 0, 0, 0 };
-	const PGresult		*r;
-	int			 rc, locked = 0;
-
-	req->phased = (req->route->flags & IDEM_ROUTE_PHASED) != 0;
-	fingerprint(req);
-	if (idem_req_db(req) == NULL) {
-		unavailable(req);
-		return;
-	}
-	lock_id(req, lock);
-	snprintf(ttl, sizeof(ttl), "%lld", idem_cfg_route_ttl(cfg,
-	    req->method, req->route->pattern));
-	snprintf(lto, sizeof(lto), "%lld", cfg->lock_timeout_ms);
-	vals[0] = (const char *)req->tenant_hash;
-	vals[1] = req->key;
-	vals[2] = req->method;
-	vals[3] = req->path;
-	vals[4] = (const char *)req->fingerprint;
-	vals[5] = ttl;
-	vals[6] = lock;
-	vals[7] = lto;
-	vals[8] = req->phased ? "true" : "false";
-
-	memset(q, 0, sizeof(q));
-	q[0].sql = "BEGIN";
-	q[1].sql = sql_lookup;
-	q[1].n = 9;
-	q[1].vals = vals;
-	q[1].lens = lens;
-	q[1].fmts = fmts;
-	q[1].binary = 1;
-	rc = idem_flight(req->db, q, 2, &req->round_trips);
-	if (rc == -2 && idem_db_broken(req->db)) {
-		/* Nothing happened yet: once more, on a re-established one. */
-		idem_flight_clear(q, 2);
-		idem_pool_release(req->app->pool, req->db);
-		req->db = NULL;
-		if (idem_req_db(req) != NULL)
-			rc = idem_flight(req->db, q, 2, &req->round_trips);
-	}
-	if (rc != 0) {
-		idem_flight_clear(q, 2);
-		failed(req, rc);
-		return;
-	}
-	req->in_txn = 1;
-	req->txn_open = 1;
-	r = q[1].res;
+	memset(row, 0, sizeof(*row));
 	/* The index found the hash; the comparison is in constant time. */
-	if (PQntuples(r) != 1 || PQgetisnull(r, 0, C_TENANT) ||
-	    PQgetlength(r, 0, C_SECRET) != 32 || CRYPTO_memcmp(PQgetvalue(r, 0,
-	    C_SECRET), req->tenant_hash, 32) != 0) {
-		idem_resp_problem(req, IDEM_P_UNAUTHORIZED,
-		    "a valid 'Authorization: Bearer' API key is required");
-		idem_resp_header(req, "WWW-Authenticate", "Bearer");
-		req->outcome = IDEM_OUT_REJECTED;
-		goto done_ro;
-	}
-	req->tenant = get_i64(r, C_TENANT);
-	locked = get_bool(r, C_GOT);
-	if (!PQgetisnull(r, 0, C_GOT) && !locked) {
-		idem_resp_problem(req, IDEM_P_KEY_IN_FLIGHT,
-		    "a request with this Idempotency-Key is being processed; "
-		    "retry later");
-		req->outcome = IDEM_OUT_IN_FLIGHT;
-		goto done_ro;
-	}
-	if (!PQgetisnull(r, 0, C_INSERTED)) {
-		req->record_id = get_i64(r, C_INSERTED);
-		strcpy(req->recovery_point, "started");
-		idem_flight_clear(q, 2);
-		goto execute;
-	}
-	if (!req->phased && locked && get_bool(r, C_CLAIMED)) {
-		/* Atomic: the record is written once, with the response. */
-		idem_flight_clear(q, 2);
-		goto execute;
-	}
-	if (PQgetisnull(r, 0, C_ID) || !get_bool(r, C_LIVE)) {
-		/* Claimed, yet nothing inserted: the record changed under
-		 * the lock (only a writer that ignores it can do that). */
-		idem_resp_problem(req, IDEM_P_KEY_IN_FLIGHT,
-		    "a request with this Idempotency-Key has just been "
-		    "processed; retry");
-		req->outcome = IDEM_OUT_IN_FLIGHT;
-		goto done_ro;
-	}
-	if (strcmp(PQgetvalue(r, 0, C_METHOD), req->method) != 0 ||
-	    strcmp(PQgetvalue(r, 0, C_PATH), req->path) != 0 ||
-	    PQgetlength(r, 0, C_FPR) != 32 ||
-	    memcmp(PQgetvalue(r, 0, C_FPR), req->fingerprint, 32) != 0) {
-		idem_resp_problem(req, IDEM_P_KEY_REUSED,
-		    "this Idempotency-Key was already used for a different "
-		    "request; use a new key");
-		req->outcome = IDEM_OUT_REUSED;
-		goto done_ro;
-	}
-	if (strcmp(PQgetvalue(r, 0, C_STATE), "completed") == 0 &&
-	    !PQgetisnull(r, 0, C_STATUS)) {
-		replay(req, r);
-		goto done_ro;
-	}
-	if (req->phased && locked && get_bool(r, C_STALE) &&
-	    PQgetlength(r, 0, C_POINT) < (int)sizeof(req->recovery_point)) {
-		/* The owner is gone: take the lease over and resume. */
-		req->record_id = get_i64(r, C_ID);
-		strcpy(req->recovery_point, PQgetvalue(r, 0, C_POINT));
-		req->resumed = 1;
-		idem_flight_clear(q, 2);
-		goto execute;
-	}
-	idem_resp_problem(req, IDEM_P_KEY_IN_FLIGHT,
-	    "a request with this Idempotency-Key is being processed; "
-	    "retry later");
-	req->outcome = IDEM_OUT_IN_FLIGHT;
-done_ro:
-	idem_flight_clear(q, 2);
-	/* Holding the key's lock, wait: a retry must not find it taken. */
-	if (locked)
-		PQclear(PQexec(req->db, "ROLLBACK"));
-	else
-		rollback_async(req);
-	return;
-
-execute:
-	if (req->phased && (rc = lease(req, lto)) != 0) {
-		if (rc < 0) {
-			failed(req, rc);
-			return;
-		}
-		idem_resp_problem(req, IDEM_P_KEY_IN_FLIGHT,
-		    "a request with this Idempotency-Key is being processed; "
-		    "retry later");
-		req->outcome = IDEM_OUT_IN_FLIGHT;
-		PQclear(PQexec(req->db, "ROLLBACK"));
+	row->tenant_ok = PQntuples(r) == 1 && !PQgetisnull(r, 0, C_TENANT) &&
+	    PQgetlength(r, 0, C_SECRET) == 32 && CRYPTO_memcmp(PQgetvalue(r,
+	    0, C_SECRET), req->tenant_hash, 32) == 0;
+	if (!row->tenant_ok)
 		return;
-	}
+	row->lock_tried = !PQgetisnull(r, 0, C_GOT);
+	row->lock_got = get_bool(r, C_GOT);
+	row->claimed = get_bool(r, C_CLAIMED);
+	row->inserted = !PQgetisnull(r, 0, C_INSERTED) &&
+	    !PQgetisnull(r, 0, C_TOKEN);
+	row->taken = get_bool(r, C_TAKEN) && !PQgetisnull(r, 0, C_TOKEN) &&
+	    PQgetlength(r, 0, C_POINT) < (int)sizeof(req->recovery_point);
+	row->has_record = !PQgetisnull(r, 0, C_ID);
+	row->same_request = row->has_record &&
+	    strcmp(PQgetvalue(r, 0, C_METHOD), req->method) == 0 &&
+	    strcmp(PQgetvalue(r, 0, C_PATH), req->path) == 0 &&
+	    PQgetlength(r, 0, C_FPR) == 32 &&
+	    memcmp(PQgetvalue(r, 0, C_FPR), req->fingerprint, 32) == 0;
+	row->completed = row->has_record &&
+	    strcmp(PQgetvalue(r, 0, C_STATE), "completed") == 0 &&
+	    !PQgetisnull(r, 0, C_STATUS);
+}
+
+/* The lease token, a uuid in binary (16 bytes), as text. */
+static void
+token_text(const PGresult *r, char out[40])
+{
+	const unsigned char	*u = (const unsigned char *)PQgetvalue(r, 0,
+				    C_TOKEN);
+	int			 i, n = 0;
+
+	out[0] = '\0';
+	if (PQgetlength(r, 0, C_TOKEN) != 16)
+		return;
+	for (i = 0; i < 16; i++)
+		n += snprintf(out + n, (size_t)(40 - n), "%s%02x",
+		    i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
+}
+
+static void
+in_flight(idem_req *req, const char *detail)
+{
+	idem_resp_problem(req, IDEM_P_KEY_IN_FLIGHT, "%s", detail);
+	req->outcome = IDEM_OUT_IN_FLIGHT;
+}
+
+/*
+ * Run the handler that flight 1 let execute or resume, then store its
+ * response (the last phase, on phased routes) and commit.
+ */
+static void
+execute(idem_req *req)
+{
+	int	rc;
+
+	req->started_us = req->phase_started_us = idem_now_us();
 	rc = req->route->fn(req, req->route->arg);
 	if (req->phased && (rc == -1 || req->status == 0 ||
 	    req->status >= 500)) {
@@ -667,10 +654,134 @@ execute:
 		return;
 	}
 	if ((rc = store_and_commit(req)) != 0) {
-		failed(req, rc);
+		if (req->phased)
+			phase_failed(req, rc);
+		else
+			failed(req, rc);
 		return;
 	}
 	req->outcome = IDEM_OUT_CREATED;
+}
+
+void
+idem_idempotent_run(idem_req *req)
+{
+	struct idem_claim_row	 row;
+	struct idem_q		 q[3];
+	char			 lock[24], ttl[24], lease[24];
+	const char		*vals[10];
+	int			 lens[10] = { 32, 0, 0, 0, 32, 0, 0, 0, 0, 0 };
+	int			 fmts[10] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 1 };
+	const PGresult		*r;
+	size_t			 nq;
+	int			 rc;
+
+	req->phased = (req->route->flags & IDEM_ROUTE_PHASED) != 0;
+	idem_cfg_route_limits(&req->app->cfg, req->method, req->route->pattern,
+	    &req->limits);
+	fingerprint(req);
+	if (idem_req_db(req) == NULL) {
+		unavailable(req);
+		return;
+	}
+	lock_id(req, lock);
+	snprintf(ttl, sizeof(ttl), "%lld", req->limits.ttl_ms);
+	snprintf(lease, sizeof(lease), "%lld", req->limits.lock_timeout_ms);
+	vals[0] = (const char *)req->tenant_hash;
+	vals[1] = req->key;
+	vals[2] = req->method;
+	vals[3] = req->path;
+	vals[4] = (const char *)req->fingerprint;
+	vals[5] = ttl;
+	vals[6] = lock;
+	vals[7] = lease;
+	vals[8] = req->phased ? "true" : "false";
+	vals[9] = req->phased ? (req->canon.p ? req->canon.p : "") : NULL;
+	lens[9] = req->phased ? (int)req->canon.len : 0;
+
+	memset(q, 0, sizeof(q));
+	q[0].sql = "BEGIN";
+	q[1].sql = sql_lookup;
+	q[1].n = 10;
+	q[1].vals = vals;
+	q[1].lens = lens;
+	q[1].fmts = fmts;
+	q[1].binary = 1;
+	/* Phased: the new record and its lease commit at once, and nothing
+	 * else happened when the verdict is a replay, a 409 or a 422. */
+	nq = 2;
+	if (req->phased)
+		q[nq++].sql = "COMMIT";
+	rc = idem_flight(req->db, q, nq, &req->round_trips);
+	if (rc == -2 && idem_db_broken(req->db)) {
+		/* Nothing happened yet: once more, on a re-established one. */
+		idem_flight_clear(q, nq);
+		idem_pool_release(req->app->pool, req->db);
+		req->db = NULL;
+		if (idem_req_db(req) != NULL)
+			rc = idem_flight(req->db, q, nq, &req->round_trips);
+	}
+	if (rc != 0) {
+		idem_flight_clear(q, nq);
+		failed(req, rc);
+		return;
+	}
+	req->in_txn = 1;
+	req->txn_open = !req->phased;
+	r = q[1].res;
+	claim_row(req, r, &row);
+	switch (idem_claim_verdict(&row, req->phased)) {
+	case IDEM_V_UNAUTHORIZED:
+		idem_resp_problem(req, IDEM_P_UNAUTHORIZED,
+		    "a valid 'Authorization: Bearer' API key is required");
+		idem_resp_header(req, "WWW-Authenticate", "Bearer");
+		req->outcome = IDEM_OUT_REJECTED;
+		break;
+	case IDEM_V_EXECUTE:
+	case IDEM_V_RESUME:
+		req->tenant = get_i64(r, C_TENANT);
+		token_text(r, req->lease_token);
+		if (req->phased) {
+			req->resumed = !row.inserted;
+			req->record_id = get_i64(r, row.inserted ? C_INSERTED :
+			    C_ID);
+			strcpy(req->recovery_point, row.inserted ? "started" :
+			    PQgetvalue(r, 0, C_POINT));
+		}
+		idem_flight_clear(q, nq);
+		execute(req);
+		return;
+	case IDEM_V_REPLAY:
+		req->tenant = get_i64(r, C_TENANT);
+		replay(req, r);
+		break;
+	case IDEM_V_REUSED:
+		req->tenant = get_i64(r, C_TENANT);
+		idem_resp_problem(req, IDEM_P_KEY_REUSED,
+		    "this Idempotency-Key was already used for a different "
+		    "request; use a new key");
+		req->outcome = IDEM_OUT_REUSED;
+		break;
+	case IDEM_V_RACED:
+		req->tenant = get_i64(r, C_TENANT);
+		in_flight(req, "a request with this Idempotency-Key has just "
+		    "been processed; retry");
+		break;
+	case IDEM_V_IN_FLIGHT:
+		req->tenant = get_i64(r, C_TENANT);
+		in_flight(req, "a request with this Idempotency-Key is being "
+		    "processed; retry later");
+		break;
+	}
+	idem_flight_clear(q, nq);
+	if (req->phased)
+		return;		/* committed with flight 1 */
+	/* Holding the key's lock, wait: a retry must not find it taken. */
+	if (row.lock_got)
+		PQclear(PQexec(req->db, "ROLLBACK"));
+	else
+		rollback_async(req);
+	req->txn_open = 0;
 }
 
 int
@@ -703,15 +814,20 @@ idem_req_defer(idem_req *req, const char *sql, int nparams,
 	if ((d->sql = strdup(sql)) == NULL ||
 	    (d->vals = calloc((size_t)nparams + 1, sizeof(char *))) == NULL)
 		goto fail;
-	d->n = nparams;
-	req->ndefer++;
 	for (i = 0; i < nparams; i++)
 		if (values[i] != NULL && (d->vals[i] = strdup(values[i])) == NULL)
-			return -1;	/* freed with the request */
+			goto fail;
+	/* Queued only whole: a failed copy would have become an SQL NULL. */
+	d->n = nparams;
+	req->ndefer++;
 	return 0;
 fail:
+	if (d->vals != NULL)
+		for (i = 0; i < nparams; i++)
+			free(d->vals[i]);
 	free(d->sql);
 	free(d->vals);
+	memset(d, 0, sizeof(*d));
 	return -1;
 }
 

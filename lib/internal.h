@@ -67,13 +67,68 @@ enum idem_key_result {
  */
 int	idem_sfv_key(const char *value, size_t len, char *out, size_t outlen);
 
+/* --- clock.c ------------------------------------------------------------ */
+
+/* The monotonic clock in microseconds: durations and deadlines. */
+long long idem_now_us(void);
+
+/* --- verdict.c: what flight 1's answer means for a request ------------- */
+
+/* What idem_claim() (sql/) said about a key, as the middleware reads it. */
+struct idem_claim_row {
+	int	tenant_ok;	/* the secret names a live API key */
+	int	lock_tried;	/* the advisory lock was tried ... */
+	int	lock_got;	/* ... and got */
+	int	claimed;	/* the record was free: this request writes it */
+	int	inserted;	/* phased: the record was inserted, leased */
+	int	taken;		/* phased: a lapsed lease was taken over */
+	int	has_record;	/* a record of the key was found */
+	int	same_request;	/* its method, path and fingerprint are ours */
+	int	completed;	/* it is completed, with a response */
+};
+
+enum idem_verdict {
+	IDEM_V_UNAUTHORIZED,	/* 401 */
+	IDEM_V_EXECUTE,		/* run the handler (a new or free record) */
+	IDEM_V_RESUME,		/* phased: run it from the recovery point */
+	IDEM_V_REPLAY,		/* the stored response */
+	IDEM_V_REUSED,		/* 422: the key holds another request */
+	IDEM_V_IN_FLIGHT,	/* 409: a live owner has it */
+	IDEM_V_RACED,		/* 409: the record changed under the lock */
+};
+
+/* Pure: the verdict on a request to a route (phased or atomic). */
+enum idem_verdict idem_claim_verdict(const struct idem_claim_row *row,
+	    int phased);
+
 /* --- config.c: the INI config file -------------------------------------- */
 
+/* One [route "METHOD /path"] section; 0 (and line 0): not set there. */
 struct idem_cfg_route {
 	char			*method;	/* "POST" */
 	char			*path;		/* "/v1/payments" (a pattern) */
 	long long		 ttl_ms;
+	long long		 lock_timeout_ms;
+	long long		 deadline_ms;	/* the whole handler */
+	long long		 phase_deadline_ms;	/* each phase */
+	unsigned long		 line;		/* of the section header */
+	unsigned long		 key_line[4];	/* of ttl, lock_timeout, ... */
 	struct idem_cfg_route	*next;
+};
+
+/*
+ * What a route runs under, its section's values over the defaults: the
+ * record's TTL, the lease (lock_timeout), and the wall-clock deadlines of
+ * the handler (default: request_timeout) and of each phase (default: the
+ * handler's).  idem_cfg_parse() refuses a config where a lease could lapse
+ * under a live request (lock_timeout <= deadline) or a record expire before
+ * its request could have ended (ttl < deadline + lock_timeout).
+ */
+struct idem_route_limits {
+	long long	ttl_ms;
+	long long	lock_timeout_ms;
+	long long	deadline_ms;
+	long long	phase_deadline_ms;
 };
 
 struct idem_cfg_kv {			/* an application key */
@@ -125,6 +180,9 @@ int	idem_cfg_load(struct idem_cfg *cfg, const char *path,
 /* TTL for a route (the override, else ttl_ms). */
 long long idem_cfg_route_ttl(const struct idem_cfg *cfg, const char *method,
 	    const char *pattern);
+/* Everything a route runs under (method, pattern NULL: the defaults). */
+void	idem_cfg_route_limits(const struct idem_cfg *cfg, const char *method,
+	    const char *pattern, struct idem_route_limits *out);
 const char *idem_cfg_app_get(const struct idem_cfg *cfg,
 	    const char *section, const char *key);
 void	idem_cfg_free(struct idem_cfg *cfg);

@@ -191,7 +191,9 @@ idem_metrics_handler(idem_req *req, void *arg)
 		    "   FILTER (WHERE expires_at > now())), 0),"
 		    " coalesce(extract(epoch FROM now() - min(expires_at)"
 		    "   FILTER (WHERE expires_at <= now())), 0),"
-		    " count(*) FILTER (WHERE state = 'in_progress')"
+		    " count(*) FILTER (WHERE state = 'in_progress'),"
+		    " count(*) FILTER (WHERE state = 'in_progress'"
+		    "   AND recovery_point <> 'started' AND expires_at <= now())"
 		    " FROM idempotency_keys");
 	if (r != NULL && PQresultStatus(r) == PGRES_TUPLES_OK) {
 		idem_buf_addf(&b, "# HELP idem_oldest_live_key_age_seconds Age "
@@ -204,8 +206,14 @@ idem_metrics_handler(idem_req *req, void *arg)
 		    "idem_eviction_lag_seconds %s\n"
 		    "# HELP idem_in_progress_keys Keys in progress.\n"
 		    "# TYPE idem_in_progress_keys gauge\n"
-		    "idem_in_progress_keys %s\n", PQgetvalue(r, 0, 0),
-		    PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
+		    "idem_in_progress_keys %s\n"
+		    "# HELP idem_unfinished_keys Phased keys past their TTL "
+		    "and past a recovery point, not completed (never "
+		    "evicted: for the completer or an operator).\n"
+		    "# TYPE idem_unfinished_keys gauge\n"
+		    "idem_unfinished_keys %s\n", PQgetvalue(r, 0, 0),
+		    PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2),
+		    PQgetvalue(r, 0, 3));
 	}
 	PQclear(r);
 	rc = b.p != NULL ? idem_resp_body(req, 200,

@@ -177,9 +177,9 @@ idem_api_key_create(PGconn *db, const char *name, char *secret,
 
 /* One batch under the fleet-wide eviction lock: rows, or -1, or -2 busy. */
 static long
-evict_batch(PGconn *db, const char *lim, const char *lto)
+evict_batch(PGconn *db, const char *lim)
 {
-	const char	*vals[2] = { lim, lto };
+	const char	*vals[1] = { lim };
 	PGresult	*r;
 	long		 n = -1;
 
@@ -196,14 +196,17 @@ evict_batch(PGconn *db, const char *lim, const char *lto)
 		goto out;
 	}
 	PQclear(r);
-	/* Never an in-progress record whose lease is live. */
+	/*
+	 * Only what idem_free() (sql/005) lets a new request replace: never
+	 * an in-progress record whose lease is live, nor one past a recovery
+	 * point, whose effects may exist (it is left for the completer, and
+	 * reported).
+	 */
 	r = PQexecParams(db, "DELETE FROM idempotency_keys WHERE id IN"
-	    " (SELECT id FROM idempotency_keys"
-	    "  WHERE expires_at <= now() AND (state = 'completed'"
-	    "   OR locked_at IS NULL"
-	    "   OR locked_at < now() - $2::bigint * interval '1 millisecond')"
+	    " (SELECT id FROM idempotency_keys k"
+	    "  WHERE expires_at <= now() AND idem_free(k)"
 	    "  ORDER BY expires_at LIMIT $1::bigint"
-	    "  FOR UPDATE SKIP LOCKED)", 2, NULL, vals, NULL, NULL, 0);
+	    "  FOR UPDATE SKIP LOCKED)", 1, NULL, vals, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
 		goto out;
 	n = strtol(PQcmdTuples(r), NULL, 10);
@@ -224,16 +227,16 @@ int
 idem_evict(PGconn *db, long batch, long max_batches,
     long long lock_timeout_ms, long *evicted)
 {
-	char	lim[24], lto[24];
+	char	lim[24];
 	long	n, i;
 
 	*evicted = 0;
 	if (batch <= 0)
 		batch = 10000;
 	snprintf(lim, sizeof(lim), "%ld", batch);
-	snprintf(lto, sizeof(lto), "%lld", lock_timeout_ms);
+	(void)lock_timeout_ms;	/* leases carry their own end */
 	for (i = 0; max_batches <= 0 || i < max_batches; i++) {
-		if ((n = evict_batch(db, lim, lto)) == -1)
+		if ((n = evict_batch(db, lim)) == -1)
 			return -1;
 		if (n == -2)
 			return i == 0 ? 1 : 0;	/* another process evicts */
@@ -257,17 +260,22 @@ idem_reclaim(PGconn *db, long long lock_timeout_ms, long *reclaimed)
 		return -1;	/* would take over every running request */
 	snprintf(t, sizeof(t), "%lld", lock_timeout_ms);
 	/*
-	 * A stuck record that never passed a phase is released (deleted): a
-	 * retry executes afresh.  One past a recovery point is unlocked so the
-	 * next retry resumes there at once.
+	 * Only records whose lease lapsed (lease_until; a lease written before
+	 * leases carried their end is taken as lock_timeout long).  One that
+	 * never passed a phase is released (deleted): a retry executes
+	 * afresh.  One past a recovery point is unlocked so the next retry
+	 * resumes there at once; a stale owner is fenced out either way.
 	 */
 	r = PQexecParams(db, "WITH gone AS (DELETE FROM idempotency_keys"
 	    "  WHERE state = 'in_progress' AND recovery_point = 'started'"
-	    "  AND locked_at < now() - $1::bigint * interval '1 millisecond'"
+	    "  AND coalesce(lease_until, locked_at + $1::bigint *"
+	    "   interval '1 millisecond') < now()"
 	    "  RETURNING 1),"
-	    " freed AS (UPDATE idempotency_keys SET locked_at = NULL"
+	    " freed AS (UPDATE idempotency_keys SET locked_at = NULL,"
+	    "  lease_token = NULL, lease_until = NULL"
 	    "  WHERE state = 'in_progress' AND recovery_point <> 'started'"
-	    "  AND locked_at < now() - $1::bigint * interval '1 millisecond'"
+	    "  AND coalesce(lease_until, locked_at + $1::bigint *"
+	    "   interval '1 millisecond') < now()"
 	    "  RETURNING 1)"
 	    " SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM freed)",
 	    1, NULL, vals, NULL, NULL, 0);

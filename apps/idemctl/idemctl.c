@@ -145,9 +145,20 @@ cmd_reclaim(PGconn *db, const struct idem_cfg *cfg)
 	return 0;
 }
 
+/* The unfinished records: phased, past a recovery point and their TTL. */
+static const char sql_unfinished[] =
+	"SELECT id, api_key_id, key, recovery_point, expires_at,"
+	" CASE WHEN lease_until > now() THEN 'leased' ELSE 'lapsed' END"
+	" FROM idempotency_keys WHERE state = 'in_progress'"
+	" AND recovery_point <> 'started' AND expires_at <= now()"
+	" ORDER BY expires_at LIMIT 100";
+
 static int
 cmd_stats(PGconn *db)
 {
+	static const char *const label[] = { "keys", "in_progress",
+	    "expired_not_evicted", "oldest_live_key_age_seconds",
+	    "eviction_lag_seconds", "table_bytes", "unfinished" };
 	PGresult	*r;
 	int		 i;
 
@@ -158,18 +169,31 @@ cmd_stats(PGconn *db)
 	    "   FILTER (WHERE expires_at > now()))::bigint, 0),"
 	    " coalesce(extract(epoch FROM now() - min(expires_at)"
 	    "   FILTER (WHERE expires_at <= now()))::bigint, 0),"
-	    " pg_total_relation_size('idempotency_keys')"
+	    " pg_total_relation_size('idempotency_keys'),"
+	    " count(*) FILTER (WHERE state = 'in_progress'"
+	    "   AND recovery_point <> 'started' AND expires_at <= now())"
 	    " FROM idempotency_keys");
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		fprintf(stderr, "idemctl: stats: %s", PQerrorMessage(db));
 		PQclear(r);
 		return 1;
 	}
-	static const char *const label[] = { "keys", "in_progress",
-	    "expired_not_evicted", "oldest_live_key_age_seconds",
-	    "eviction_lag_seconds", "table_bytes" };
-	for (i = 0; i < 6; i++)
+	for (i = 0; i < 7; i++)
 		printf("%-28s %s\n", label[i], PQgetvalue(r, 0, i));
+	PQclear(r);
+	/* Never evicted, so listed: each needs the completer or a person. */
+	r = PQexec(db, sql_unfinished);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "idemctl: stats: %s", PQerrorMessage(db));
+		PQclear(r);
+		return 1;
+	}
+	for (i = 0; i < PQntuples(r); i++)
+		printf("unfinished id=%s tenant=%s key=%s recovery_point=%s "
+		    "expired_at=%s lease=%s\n", PQgetvalue(r, i, 0),
+		    PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+		    PQgetvalue(r, i, 3), PQgetvalue(r, i, 4),
+		    PQgetvalue(r, i, 5));
 	PQclear(r);
 	return 0;
 }

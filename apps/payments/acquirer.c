@@ -51,7 +51,7 @@ parse_url(const char *url, char *host, size_t hostlen, char *port,
 
 int
 acquirer_charge(const char *url, const char *key, const char *payment,
-    long long amount, const char *currency, int timeout_s,
+    long long amount, const char *currency, long long timeout_ms,
     struct acquirer_result *res)
 {
 	struct addrinfo	 hints, *ai = NULL;
@@ -74,9 +74,11 @@ acquirer_charge(const char *url, const char *key, const char *payment,
 		return -1;
 	if ((fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
 		goto out;
-	/* Bounded: the phase must end well within the request timeout. */
-	tv.tv_sec = timeout_s;
-	tv.tv_usec = 0;
+	/* Bounded: the phase must end within its deadline. */
+	if (timeout_ms <= 0)
+		goto out;
+	tv.tv_sec = (time_t)(timeout_ms / 1000);
+	tv.tv_usec = (suseconds_t)(timeout_ms % 1000 * 1000);
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == -1)

@@ -10,9 +10,10 @@ struct acquirer_result {
 	char	charge[128];
 };
 
-/* POST url/charges; 0 with res filled, or -1 (no usable answer). */
+/* POST url/charges, each send and receive bounded by timeout_ms; 0 with
+ * res filled, or -1 (no usable answer). */
 int	acquirer_charge(const char *url, const char *key, const char *payment,
-	    long long amount, const char *currency, int timeout_s,
+	    long long amount, const char *currency, long long timeout_ms,
 	    struct acquirer_result *res);
 
 #endif

@@ -610,7 +610,7 @@ healthz(idem_req *req, void *arg)
 
 /* --- phased create: an external acquirer ---------------------------------- */
 
-#define ACQUIRER_TIMEOUT_S	5
+#define ACQUIRER_TIMEOUT_MS	5000
 
 /* The payment that phase 1 of this key record inserted. */
 static PGresult *
@@ -649,16 +649,25 @@ phase_charge(idem_req *req, const char *url)
 	char			 key[64];
 	const char		*vals[3];
 	PGresult		*r;
+	long long		 tmo;
 	int			 rc;
 
 	if ((r = phased_payment(req)) == NULL)
 		return -1;
-	/* No transaction stays open while the acquirer takes its time. */
-	if (idem_req_phase_pause(req) == -1 ||
-	    idem_req_derived_key(req, "charge", key, sizeof(key)) == -1 ||
+	/* No transaction stays open while the acquirer takes its time, and
+	 * the lease is renewed for it (-1: this request lost the key). */
+	if (idem_req_phase_pause(req) == -1) {
+		PQclear(r);
+		return -1;
+	}
+	/* The call ends within the phase's deadline, so within the lease. */
+	tmo = idem_req_time_left_ms(req);
+	if (tmo > ACQUIRER_TIMEOUT_MS)
+		tmo = ACQUIRER_TIMEOUT_MS;
+	if (idem_req_derived_key(req, "charge", key, sizeof(key)) == -1 ||
 	    acquirer_charge(url, key, PQgetvalue(r, 0, 0),
 	    strtoll(PQgetvalue(r, 0, 1), NULL, 10), PQgetvalue(r, 0, 2),
-	    ACQUIRER_TIMEOUT_S, &res) == -1) {
+	    tmo, &res) == -1) {
 		PQclear(r);
 		/* Not stored: the retry resumes here, with the same key. */
 		return idem_resp_problem(req, IDEM_P_UNAVAILABLE,

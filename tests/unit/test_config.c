@@ -344,6 +344,51 @@ test_errors(void)
 	    "bytes beyond len are not parsed");
 }
 
+/* The lease and deadlines of a route, and the configs that could let a
+ * lease lapse under a live request or a key expire before it ended. */
+static void
+route_limits(void)
+{
+	struct idem_route_limits	l;
+
+	GOOD("[server]\nrequest_timeout = 10s\n[idempotency]\n"
+	    "lock_timeout = 1m\n[route \"POST /p\"]\nlock_timeout = 10m\n"
+	    "deadline = 2m\nphase_deadline = 20s\nttl = 7d\n");
+	idem_cfg_route_limits(&cfg, "POST", "/p", &l);
+	TAP_OK(l.lock_timeout_ms == 600000 && l.deadline_ms == 120000 &&
+	    l.phase_deadline_ms == 20000 && l.ttl_ms == 7 * 86400000LL,
+	    "route lock_timeout 10m, deadline 2m, phase_deadline 20s, ttl 7d");
+	idem_cfg_route_limits(&cfg, "POST", "/other", &l);
+	TAP_OK(l.lock_timeout_ms == 60000 && l.deadline_ms == 10000 &&
+	    l.phase_deadline_ms == 10000 && l.ttl_ms == 86400000LL,
+	    "defaults: lock_timeout, deadline = request_timeout, "
+	    "phase_deadline = deadline, ttl");
+	GOOD("[route \"POST /p\"]\ndeadline = 1m\n");
+	idem_cfg_route_limits(&cfg, "POST", "/p", &l);
+	TAP_OK(l.phase_deadline_ms == 60000, "phase_deadline defaults to "
+	    "the route's deadline");
+
+	/* The first reproduction of the phased double charge: ttl 2s under
+	 * the default 5m lease. */
+	BAD("[route \"POST /v1/payments\"]\nttl = 2s\n", 2,
+	    "ttl (2000ms) of [route \"POST /v1/payments\"] must be at least "
+	    "its deadline + lock_timeout (330000ms)");
+	BAD("[idempotency]\nttl = 5m\n", 2, "ttl (300000ms) must be at least");
+	BAD("[route \"POST /p\"]\nlock_timeout = 20s\n", 2,
+	    "lock_timeout (20000ms) of [route \"POST /p\"] must be greater "
+	    "than its deadline (30000ms)");
+	BAD("[route \"POST /p\"]\n\ndeadline = 6m\n", 3,
+	    "lock_timeout (300000ms) of [route \"POST /p\"] must be greater "
+	    "than its deadline (360000ms)");
+	BAD("[route \"POST /p\"]\ndeadline = 10s\nphase_deadline = 11s\n",
+	    3, "phase_deadline (11000ms) of [route \"POST /p\"] must not be "
+	    "greater than its deadline (10000ms)");
+	BAD("[route \"POST /p\"]\nlock_timeout = 6m\nlock_timeout = 7m\n",
+	    3, "duplicate key lock_timeout (first on line 2)");
+	BAD("[route \"POST /p\"]\ndeadline = soon\n", 2,
+	    "deadline must be a duration");
+}
+
 static void
 test_routes(void)
 {
@@ -372,7 +417,9 @@ test_routes(void)
 	    "duplicate section [route \"POST /a\"]");
 	BAD("[route \"POST /a\"]\nttl = 1h\nttl = 2h\n", 3,
 	    "duplicate key ttl (first on line 2)");
-	BAD("[route \"POST /a\"]\nthreads = 4\n", 2, "only ttl");
+	BAD("[route \"POST /a\"]\nthreads = 4\n", 2,
+	    "(ttl, lock_timeout, deadline or phase_deadline)");
+	route_limits();
 	BAD("[route \"POST /a\"]\nttl = 0\n", 2, "ttl must be a duration");
 	BAD("[route POST /a]\n", 1, "bad route section");
 	BAD("[route \"post /a\"]\n", 1, "bad route section");

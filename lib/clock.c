@@ -1,0 +1,16 @@
+/*
+ * clock.c - the one clock of the library for durations and deadlines:
+ * monotonic, so that a wall-clock step cannot stretch or cut a deadline.
+ */
+#include <time.h>
+
+#include "internal.h"
+
+long long
+idem_now_us(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}

@@ -1,0 +1,75 @@
+/*
+ * test_verdict.c - the exactly-once decision (lib/verdict.c), one table
+ * row per situation flight 1 can find a key in.
+ */
+#include "internal.h"
+#include "tap.h"
+
+static const char *const names[] = {
+	[IDEM_V_UNAUTHORIZED] = "unauthorized", [IDEM_V_EXECUTE] = "execute",
+	[IDEM_V_RESUME] = "resume", [IDEM_V_REPLAY] = "replay",
+	[IDEM_V_REUSED] = "reused", [IDEM_V_IN_FLIGHT] = "in-flight",
+	[IDEM_V_RACED] = "raced",
+};
+
+/* Columns: tenant_ok lock_tried lock_got claimed inserted taken
+ * has_record same_request completed. */
+static const struct {
+	const char		*what;
+	int			 phased;
+	struct idem_claim_row	 row;
+	enum idem_verdict	 want;
+} cases[] = {
+	{ "unknown API key", 0, { 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+	    IDEM_V_UNAUTHORIZED },
+	{ "unknown API key, phased", 1, { 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+	    IDEM_V_UNAUTHORIZED },
+	{ "new key, atomic: lock got, free", 0, { 1, 1, 1, 1, 0, 0, 0, 0, 0 },
+	    IDEM_V_EXECUTE },
+	{ "new key, phased: inserted", 1, { 1, 1, 1, 1, 1, 0, 0, 0, 0 },
+	    IDEM_V_EXECUTE },
+	{ "expired completed record, atomic: free again", 0,
+	    { 1, 1, 1, 1, 0, 0, 1, 1, 1 }, IDEM_V_EXECUTE },
+	{ "lock held by another request", 0, { 1, 1, 0, 0, 0, 0, 0, 0, 0 },
+	    IDEM_V_IN_FLIGHT },
+	{ "lock held by another request, phased", 1,
+	    { 1, 1, 0, 0, 0, 0, 1, 1, 0 }, IDEM_V_IN_FLIGHT },
+	{ "completed, same request: replay", 0, { 1, 0, 0, 0, 0, 0, 1, 1, 1 },
+	    IDEM_V_REPLAY },
+	{ "completed, same request, phased: replay", 1,
+	    { 1, 0, 0, 0, 0, 0, 1, 1, 1 }, IDEM_V_REPLAY },
+	{ "completed, other request: 422", 0, { 1, 0, 0, 0, 0, 0, 1, 0, 1 },
+	    IDEM_V_REUSED },
+	{ "in progress, other request: 422", 1, { 1, 0, 0, 0, 0, 0, 1, 0, 0 },
+	    IDEM_V_REUSED },
+	{ "in progress, live lease (expired or not): 409", 1,
+	    { 1, 0, 0, 0, 0, 0, 1, 1, 0 }, IDEM_V_IN_FLIGHT },
+	{ "in progress, lapsed lease taken over: resume", 1,
+	    { 1, 1, 1, 0, 0, 1, 1, 1, 0 }, IDEM_V_RESUME },
+	{ "lapsed lease renewed before our lock: 409", 1,
+	    { 1, 1, 1, 0, 0, 0, 1, 1, 0 }, IDEM_V_IN_FLIGHT },
+	{ "owner completed between lookup and lock: replay", 1,
+	    { 1, 1, 1, 0, 0, 0, 1, 1, 1 }, IDEM_V_REPLAY },
+	{ "atomic owner committed between lookup and lock: replay", 0,
+	    { 1, 1, 1, 0, 0, 0, 1, 1, 1 }, IDEM_V_REPLAY },
+	{ "a taken lease on an atomic route is not a resume", 0,
+	    { 1, 1, 1, 0, 0, 1, 1, 1, 0 }, IDEM_V_IN_FLIGHT },
+	{ "phased, free yet nothing inserted: raced", 1,
+	    { 1, 1, 1, 1, 0, 0, 1, 1, 0 }, IDEM_V_RACED },
+	{ "no record and not claimed: raced", 0, { 1, 1, 1, 0, 0, 0, 0, 0, 0 },
+	    IDEM_V_RACED },
+};
+
+int
+main(void)
+{
+	enum idem_verdict	got;
+	size_t			i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		got = idem_claim_verdict(&cases[i].row, cases[i].phased);
+		TAP_OK(got == cases[i].want, "%s -> %s (got %s)", cases[i].what,
+		    names[cases[i].want], names[got]);
+	}
+	return TAP_DONE();
+}
