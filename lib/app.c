@@ -64,8 +64,8 @@ idem_app_config(const idem_app *app, const char *section, const char *key)
 static void
 usage(const char *name)
 {
-	fprintf(stderr, "usage: %s [-c config] [-l address] [-t threads]\n",
-	    name);
+	fprintf(stderr, "usage: %s [-c config] [-l address] [-t threads] "
+	    "[complete [max]]\n", name);
 }
 
 int
@@ -96,6 +96,25 @@ idem_app_init(idem_app *app, int argc, char *argv[])
 			usage(argv[0]);
 			return 2;
 		}
+	/* "complete [max]": one completer run instead of serving. */
+	if (optind < argc) {
+		if (strcmp(argv[optind], "complete") != 0 ||
+		    argc - optind > 2) {
+			usage(argv[0]);
+			return 2;
+		}
+		app->command = "complete";
+		app->command_max = 100;
+		if (argc - optind == 2) {
+			app->command_max = strtol(argv[optind + 1], &end, 10);
+			if (*end != '\0' || app->command_max < 1 ||
+			    app->command_max > 1000000) {
+				fprintf(stderr, "%s: complete: max is 1 to "
+				    "1000000\n", argv[0]);
+				return 2;
+			}
+		}
+	}
 	if (conf != NULL &&
 	    idem_cfg_load(&app->cfg, conf, err, sizeof(err)) == -1) {
 		fprintf(stderr, "%s: %s\n", argv[0], err);
@@ -114,6 +133,28 @@ idem_app_init(idem_app *app, int argc, char *argv[])
 	return 0;
 }
 
+/* "complete": one completer run, its counts on stdout; exit status 0
+ * when every abandoned record found was completed. */
+static int
+complete_command(idem_app *app)
+{
+	long	completed, left;
+	int	rc;
+
+	rc = idem_complete_abandoned(app, app->command_max, &completed, &left);
+	if (rc == -1) {
+		fprintf(stderr, "%s: complete: the database is not available\n",
+		    app->name);
+		return 1;
+	}
+	if (rc == 1) {
+		printf("another process is completing; nothing done\n");
+		return 0;
+	}
+	printf("completed %ld keys, %ld left\n", completed, left);
+	return left == 0 ? 0 : 1;
+}
+
 int
 idem_app_run(idem_app *app)
 {
@@ -127,6 +168,8 @@ idem_app_run(idem_app *app)
 	}
 	if (idem_metrics_init(app) == -1)
 		return 1;
+	if (app->command != NULL)
+		return complete_command(app);
 	return idem_runtime_run(app, app->listen != NULL ? app->listen :
 	    app->cfg.listen);
 }

@@ -68,9 +68,11 @@ static const char sql_complete[] =
 	" $7::integer, $8::jsonb, $9)";
 
 /* The last phase of a phased route, fenced: $1 id, $2 token, $3 status,
- * $4 headers, $5 body.  Raises unless the lease is still ours. */
+ * $4 headers, $5 body, $6 ttl ms (the replay window from now, at least).
+ * Raises unless the lease is still ours. */
 static const char sql_finish[] =
-	"SELECT idem_finish($1::bigint, $2::uuid, $3::integer, $4::jsonb, $5)";
+	"SELECT idem_finish($1::bigint, $2::uuid, $3::integer, $4::jsonb, $5,"
+	" $6::bigint)";
 
 /* A phase commit, fenced: $1 id, $2 token, $3 next point (NULL: renew
  * only), $4 lease ms.  Raises unless the lease is still ours. */
@@ -300,15 +302,15 @@ store_and_commit(idem_req *req)
 	char			 id[24], st[8], ttl[24];
 	const char		*vals[9];
 	int			 lens[9] = { 0 }, fmts[9] = { 0 };
+	int			 rc, body;
 
 	if (req->phased && deadline_passed(req))
 		return -1;
-	int			 rc, body;
-
 	if (headers_json(req, &hj) == -1)
 		return -1;
 	snprintf(st, sizeof(st), "%d", req->status);
 	memset(&rec, 0, sizeof(rec));
+	snprintf(ttl, sizeof(ttl), "%lld", req->limits.ttl_ms);
 	if (req->phased) {
 		snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
 		vals[0] = id;
@@ -316,10 +318,10 @@ store_and_commit(idem_req *req)
 		vals[2] = st;
 		vals[3] = hj.p;
 		body = 4;
+		vals[5] = ttl;
 		rec.sql = sql_finish;
 	} else {
 		snprintf(id, sizeof(id), "%lld", (long long)req->tenant);
-		snprintf(ttl, sizeof(ttl), "%lld", req->limits.ttl_ms);
 		vals[0] = id;
 		vals[1] = req->key;
 		vals[2] = req->method;
@@ -336,7 +338,7 @@ store_and_commit(idem_req *req)
 	vals[body] = req->resp.p ? req->resp.p : "";
 	lens[body] = (int)req->resp.len;
 	fmts[body] = 1;
-	rec.n = body + 1;
+	rec.n = req->phased ? 6 : body + 1;
 	rec.vals = vals;
 	rec.lens = lens;
 	rec.fmts = fmts;

@@ -1,12 +1,16 @@
 /*
  * janitor.c - periodic store maintenance run by the runtime's main thread:
- * expired keys are evicted, and stuck in-progress keys reclaimed, every
- * [idempotency] evict_interval, by one process of the whole fleet at a
- * time (a transaction advisory lock per batch; the others skip).
+ * expired keys are evicted, stuck in-progress keys reclaimed, and
+ * abandoned phased keys completed, every [idempotency] evict_interval, by
+ * one process of the whole fleet at a time (a transaction advisory lock
+ * per batch; the others skip).
  */
 #include <time.h>
 
 #include "private.h"
+
+/* Abandoned keys one janitor run completes at most. */
+#define COMPLETE_BATCH	10
 
 void
 idem_janitor_tick(idem_app *app)
@@ -14,7 +18,7 @@ idem_janitor_tick(idem_app *app)
 	static time_t	 next;
 	time_t		 now = time(NULL);
 	PGconn		*db;
-	long		 evicted = 0, reclaimed = 0;
+	long		 evicted = 0, reclaimed = 0, completed, left;
 	int		 rc;
 
 	if (next == 0)
@@ -39,4 +43,11 @@ idem_janitor_tick(idem_app *app)
 		    reclaimed);
 	}
 	idem_pool_release(app->pool, db);
+	/* Bounded per run: each record may take a whole handler's time. */
+	if (rc == 0 && idem_complete_abandoned(app, COMPLETE_BATCH, &completed,
+	    &left) == 0 && completed + left > 0) {
+		idem_metrics_add(app, IDEM_M_COMPLETED, completed);
+		idem_log(IDEM_LOG_INFO, "janitor: completed %ld abandoned keys, "
+		    "%ld left", completed, left);
+	}
 }

@@ -27,6 +27,7 @@ struct idem_metrics {
 	struct hist	 pool_wait;
 	atomic_ullong	 evicted;
 	atomic_ullong	 reclaimed;
+	atomic_ullong	 completed;
 };
 
 static const char *const outcome_label[NOUT] = {
@@ -111,7 +112,8 @@ idem_metrics_add(idem_app *app, int which, long n)
 	if (app->metrics == NULL || n <= 0)
 		return;
 	atomic_fetch_add(which == IDEM_M_EVICTED ? &app->metrics->evicted :
-	    &app->metrics->reclaimed, (unsigned long long)n);
+	    which == IDEM_M_RECLAIMED ? &app->metrics->reclaimed :
+	    &app->metrics->completed, (unsigned long long)n);
 }
 
 static void
@@ -175,6 +177,10 @@ idem_metrics_handler(idem_req *req, void *arg)
 	    "# TYPE idem_stuck_keys_reclaimed_total counter\n"
 	    "idem_stuck_keys_reclaimed_total %llu\n",
 	    atomic_load(&m->reclaimed));
+	idem_buf_addf(&b, "# HELP idem_keys_completed_total Abandoned phased "
+	    "keys driven to completion by this process's completer.\n"
+	    "# TYPE idem_keys_completed_total counter\n"
+	    "idem_keys_completed_total %llu\n", atomic_load(&m->completed));
 	idem_pool_counts(app->pool, &idle, &busy);
 	idem_buf_addf(&b, "# HELP idem_pool_connections Database pool "
 	    "connections.\n# TYPE idem_pool_connections gauge\n"

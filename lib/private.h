@@ -79,6 +79,8 @@ struct idem_app {
 	struct idem_router	 router;
 	struct idem_pool	*pool;
 	char			*listen;	/* -l */
+	const char		*command;	/* "complete", or NULL: serve */
+	long			 command_max;	/* complete: at most this many */
 	struct idem_metrics	*metrics;
 	struct idem_authc	*authc;		/* NULL: no cache */
 	atomic_int		 stopping;
@@ -92,7 +94,7 @@ void	idem_metrics_request(idem_app *app, const idem_req *req,
 	    double seconds);
 void	idem_metrics_pool_wait(idem_app *app, double seconds);
 void	idem_metrics_add(idem_app *app, int which, long n);
-enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED };
+enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED, IDEM_M_COMPLETED };
 int	idem_metrics_handler(idem_req *req, void *arg);
 
 /* Outcome of a request, for logs and metrics. */
@@ -239,5 +241,14 @@ int	idem_runtime_run(idem_app *app, const char *listen_addr);
 
 /* janitor.c: called about once a second by the runtime's main thread. */
 void	idem_janitor_tick(idem_app *app);
+
+/*
+ * completer.c: run up to max abandoned phased records (in progress past a
+ * recovery point, lease lapsed) to completion, as a retry would.  Fills
+ * completed and left (found but not completed: busy or failing again).
+ * 0, -1 on error, 1 when another process is selecting.
+ */
+int	idem_complete_abandoned(idem_app *app, long max, long *completed,
+	    long *left);
 
 #endif /* IDEM_PRIVATE_H */

@@ -100,6 +100,9 @@ idem_req_header(const idem_req *req, const char *name)
 	size_t		 i, o = 0;
 	const char	*v;
 
+	/* A request the completer runs again has no headers. */
+	if (req->fcgi == NULL)
+		return NULL;
 	if (strcasecmp(name, "Content-Type") == 0)
 		return FCGX_GetParam("CONTENT_TYPE", req->fcgi->envp);
 	if (strcasecmp(name, "Content-Length") == 0)

@@ -1,7 +1,9 @@
 /*
  * idemctl.c - operations on an idem store: migrate, API keys, evict,
- * reclaim, stats.  Reads the same config file as the FastCGI app.
+ * reclaim, stats, complete.  Reads the same config file as the FastCGI
+ * app.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +21,8 @@ usage(void)
 	    "       idemctl [-c config] api-key revoke NAME\n"
 	    "       idemctl [-c config] evict [--batch N] [--max-batches M]\n"
 	    "       idemctl [-c config] reclaim\n"
-	    "       idemctl [-c config] stats\n");
+	    "       idemctl [-c config] stats\n"
+	    "       idemctl [-c config] complete --app PROGRAM [MAX]\n");
 }
 
 static double
@@ -198,6 +201,35 @@ cmd_stats(PGconn *db)
 	return 0;
 }
 
+/*
+ * The completer runs the application's own handlers, which live in its
+ * program, not here: run PROGRAM -c CONF complete [MAX] in our place.
+ */
+static int
+cmd_complete(const char *conf, int argc, char **argv)
+{
+	char	*args[6];
+	long	 max;
+	int	 n = 0;
+
+	if ((argc != 3 && argc != 4) || strcmp(argv[1], "--app") != 0 ||
+	    (argc == 4 && num_arg(argv[3], &max) == -1))
+		return usage(), 2;
+	args[n++] = argv[2];
+	if (conf != NULL) {
+		args[n++] = "-c";
+		args[n++] = (char *)conf;
+	}
+	args[n++] = "complete";
+	if (argc == 4)
+		args[n++] = argv[3];
+	args[n] = NULL;
+	execv(argv[2], args);
+	fprintf(stderr, "idemctl: complete: cannot run %s: %s\n", argv[2],
+	    strerror(errno));
+	return 1;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -221,6 +253,8 @@ main(int argc, char *argv[])
 	argv += optind;
 	if (argc < 1)
 		return usage(), 2;
+	if (strcmp(argv[0], "complete") == 0)
+		return cmd_complete(conf, argc, argv);
 	if (strcmp(argv[0], "migrate") != 0 && strcmp(argv[0], "api-key") != 0
 	    && strcmp(argv[0], "evict") != 0 && strcmp(argv[0], "reclaim") != 0
 	    && strcmp(argv[0], "stats") != 0)

@@ -668,6 +668,21 @@ phase_charge(idem_req *req, const char *url)
 	    acquirer_charge(url, key, PQgetvalue(r, 0, 0),
 	    strtoll(PQgetvalue(r, 0, 1), NULL, 10), PQgetvalue(r, 0, 2),
 	    tmo, &res) == -1) {
+		if (res.http_status == 422) {
+			/*
+			 * The derived key charged another payment of this same
+			 * operation (tenant, key and body) before its record
+			 * expired: definitive, stored, and no second charge.
+			 */
+			vals[0] = PQgetvalue(r, 0, 0);
+			rc = idem_req_defer(req, "UPDATE payments SET status = "
+			    "'failed' WHERE id = $1", 1, vals);
+			PQclear(r);
+			return rc == -1 ? -1 : idem_resp_problem(req,
+			    IDEM_P_KEY_REUSED, "this Idempotency-Key was "
+			    "already used for this payment, and its window has "
+			    "passed; use a new key");
+		}
 		PQclear(r);
 		/* Not stored: the retry resumes here, with the same key. */
 		return idem_resp_problem(req, IDEM_P_UNAVAILABLE,

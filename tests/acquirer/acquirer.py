@@ -29,6 +29,8 @@ The answer depends on the mode:
   timeout   the charge is made (approved, or the key's earlier charge is
             looked up) and then the answer is held back 8 s: the client
             gives up first, the charge exists anyway
+  hold      as approve, but the answer is held until POST /release (or
+            20 s): the test decides what happens while the app waits
 
 Control and inspection (JSON in, JSON out):
 
@@ -38,12 +40,13 @@ Control and inspection (JSON in, JSON out):
                                          then the mode in force applies
                                          again (one-shots queue up)
   GET  /stats   {"charges": N, "calls": M, "conflicts": C, "mode": ...,
-                 "pending": [[mode, left], ...],
+                 "pending": [[mode, left], ...], "held": H,
                  "by_key": {KEY: {"charges": 0|1, "calls": k, "id": ...,
                                   "status": ..., "amount": ...,
                                   "currency": ..., "reference": ...}}}
                 charges: charges created (one per key at most);
                 calls: POST /charges received (any outcome)
+  POST /release answer every held call now (see hold); {"released": N}
   POST /reset   forget all charges and counters, mode approve
 
 Standard library only.
@@ -58,8 +61,9 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODES = ("approve", "decline", "fail", "timeout")
+MODES = ("approve", "decline", "fail", "timeout", "hold")
 TIMEOUT_S = 8.0
+HOLD_MAX_S = 20.0
 
 
 class State:
@@ -75,6 +79,8 @@ class State:
         self.conflicts = 0
         self.by_key = {}
         self.seq = 0
+        self.held = 0                   # calls waiting for /release
+        self.release = threading.Event()
 
     def next_mode(self):
         """The mode of the charge call being served (lock held)."""
@@ -92,6 +98,7 @@ class State:
         with self.lock:
             return {"charges": self.charges, "calls": self.calls,
                     "conflicts": self.conflicts, "mode": self.mode,
+                    "held": self.held,
                     "pending": [list(p) for p in self.pending],
                     "by_key": json.loads(json.dumps(self.by_key))}
 
@@ -147,8 +154,16 @@ class Handler(BaseHTTPRequestHandler):
             return self.charge()
         if self.path == "/control":
             return self.control()
+        if self.path == "/release":
+            with STATE.lock:
+                n, STATE.held = STATE.held, 0
+                STATE.release.set()
+                STATE.release = threading.Event()
+            log("release: %d held" % n)
+            return self.answer(200, {"released": n})
         if self.path == "/reset":
             with STATE.lock:
+                STATE.release.set()
                 STATE.reset()
             log("reset")
             return self.answer(200, {"ok": True})
@@ -230,6 +245,12 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "timeout":
             log("charge %s: holding the answer %.0f s" % (key, TIMEOUT_S))
             time.sleep(TIMEOUT_S)
+        if mode == "hold":
+            with STATE.lock:
+                STATE.held += 1
+                ev = STATE.release
+            log("charge %s: held until released" % key)
+            ev.wait(HOLD_MAX_S)
         return self.answer(*resp)
 
 

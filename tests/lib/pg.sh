@@ -6,6 +6,7 @@
 #                         and PG_CONNINFO ("host=... port=... dbname=postgres
 #                         user=postgres").
 #   pg_stop               stop it (fast shutdown); safe to call twice.
+#   pg_restart            restart it (fast: every session is cut), wait.
 #   pg_psql SQL...        run SQL with psql -At against it.
 #
 # As root, the server runs as the postgres user (initdb refuses root); the
@@ -94,6 +95,13 @@ pg_stop() {
 	    stop >/dev/null 2>&1 ||
 	idem_as_user "$owner" "$PG_BINDIR/pg_ctl" -D "$PG_DATA" -m immediate \
 	    stop >/dev/null 2>&1 || true
+}
+
+pg_restart() {
+	local owner=postgres
+	[ "$(id -u)" = 0 ] || owner=$(id -un)
+	idem_as_user "$owner" "$PG_BINDIR/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" \
+	    -m fast -w -t 60 restart >/dev/null
 }
 
 pg_psql() {

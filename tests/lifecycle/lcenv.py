@@ -24,6 +24,7 @@ ROUTE = "POST /v1/payments"
 EVICT_LOCK = 7236491087         # lib/janitor.c: the fleet-wide lock
 LOCK_TIMEOUT_S = 3.0            # [idempotency] lock_timeout of the fixtures
 REQUEST_TIMEOUT_S = 1.0         # [server] request_timeout
+DEADLINE_S = 2.0                # [route "POST /v1/payments"] deadline
 POOL_SIZE = 3
 
 DEFAULT = object()
@@ -126,6 +127,10 @@ class Simulator:
             doc["count"] = count
         return self.call("POST", "/control", doc)
 
+    def release(self):
+        """Answer every held call (mode hold); how many there were."""
+        return self.call("POST", "/release")["released"]
+
     def by_reference(self, reference, stats=None):
         """The simulator's records (key, entry) naming this reference."""
         st = stats or self.stats()
@@ -174,6 +179,8 @@ def write_config(path, conninfo, appname, acquirer_url, evict_interval="1h",
         "",
         '[route "POST /v1/payments"]',
         "ttl = 7d",
+        # the acquirer call may take most of it; the lease outlives it
+        "deadline = %ds" % DEADLINE_S,
     ]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -357,6 +364,8 @@ class Env:
     def has(self, cap):
         if cap == "faults":
             return self.fault_injection is not False
+        if cap == "pg_restart":
+            return getattr(self, "pg_restart", None) is not None
         return cap in self.fx
 
     def why_not(self, cap):
@@ -364,6 +373,9 @@ class Env:
             return ("payments.fcgi was built without --enable-fault-"
                     "injection: IDEM_FAULT is ignored, no worker can be "
                     "killed at a phase boundary")
+        if cap == "pg_restart":
+            return ("the PostgreSQL server was given (--pg): it is not "
+                    "this run's to restart")
         return "fixture %s did not start" % cap
 
     def detect_fault_injection(self):

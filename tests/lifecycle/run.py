@@ -49,6 +49,9 @@ class PrivatePG:
     STOP = ('. "$1/common.sh" && . "$1/pg.sh" && '
             'PG_BINDIR=$(pg_find_bindir) && PG_DATA=$2/pg && PG_STARTED=1 '
             '&& pg_stop')
+    RESTART = ('. "$1/common.sh" && . "$1/pg.sh" && '
+               'PG_BINDIR=$(pg_find_bindir) && PG_DATA=$2/pg && '
+               'PG_LOG=$2/pgrun/postgres.log && pg_restart')
 
     def __init__(self, srcdir, dir):
         self.lib = os.path.join(srcdir, "tests", "lib")
@@ -68,6 +71,16 @@ class PrivatePG:
                                % p.stderr.decode(errors="replace").strip())
         self.conninfo = lines[-1]
         return self.conninfo
+
+    def restart(self):
+        """pg_ctl restart -m fast: every connection is cut."""
+        p = subprocess.run(["bash", "-c", self.RESTART, "pg", self.lib,
+                            self.dir], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL, timeout=120)
+        if p.returncode != 0:
+            raise RuntimeError("pg_ctl restart failed: %s"
+                               % p.stdout.decode(errors="replace"))
 
     def stop(self):
         if os.path.exists(os.path.join(self.dir, "pg", "postmaster.pid")):
@@ -116,6 +129,9 @@ def main():
     import harness
     import lcenv
     import checks  # noqa: F401 (registers the checks)
+    import exactly_once  # noqa: F401 (and the interleaving matrix)
+    # The teardown check stops the fixtures: it goes last (a stable sort).
+    harness.CHECKS.sort(key=lambda c: c[0].startswith("teardown:"))
 
     env = None
     pg = None
@@ -127,6 +143,8 @@ def main():
                 args.pg = pg.start()
                 print("# private PostgreSQL: %s" % args.pg)
             env = lcenv.Env(args)
+            if pg is not None:
+                env.pg_restart = pg.restart
             env.setup(lambda msg: print("# " + msg))
         except Exception as e:
             print("not ok 1 - [lifecycle] setup: PostgreSQL, databases, "
