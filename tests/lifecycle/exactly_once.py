@@ -17,7 +17,8 @@ import subprocess
 import threading
 
 from harness import check, q
-from lcenv import PAY, DEADLINE_S, LOCK_TIMEOUT_S, wait_until
+from lcenv import (PAY, DEADLINE_S, LOCK_TIMEOUT_S, Fixture, wait_until,
+                   write_config)
 from checks import (FAULT_FX, POINT_LEFT, charge_of, crash, evict,
                     expect_completed, expect_record, expect_succeeded,
                     replays, retry_until_resumed)
@@ -440,3 +441,60 @@ def _(t):
                 "completer")
     one_charge(t, pid, st0)
     late_retry_replays(t, key, body, 402, pid)
+
+
+@check("exactly-once: completer while A waits in the acquirer call (its "
+       "lease live, its TTL run out): completes nothing, the record "
+       "untouched; A -> 201, one charge")
+def _(t):
+    env = t.env
+    key, body = env.new_key("clive"), env.payment_body("clive")
+    st0 = env.sim.stats()
+    a = Owner(t, key, body)
+    expire_now(t, key)
+    rec = env.record(key)
+    complete(t)
+    after = env.record(key)
+    for k in ("id", "state", "recovery_point", "locked_at"):
+        t.expect_eq(after[k], rec[k], "the completer changed the live "
+                    "record's %s" % k)
+    ra = a.answer()
+    row = expect_succeeded(t, ra, body["description"])
+    one_charge(t, row["id"], st0)
+    replays(t, key, body, ra)
+
+
+@check("exactly-once: the janitor's completer (a process with "
+       "evict_interval 1s) finishes a record abandoned after "
+       "'payment_created' on its own: completed 201, one charge, "
+       "idem_keys_completed_total counts it; a late retry replays it",
+       needs=("faults",))
+def _(t):
+    env = t.env
+    st0 = env.sim.stats()
+    key, body, rec = abandoned(t, "after:payment_created", "jan")
+    pid = env.payments_described(body["description"])[0]["id"]
+    conf = os.path.join(env.tmp, "janitor.ini")
+    write_config(conf, env.conninfo, "lc-janitor", env.sim.url,
+                 evict_interval="1s")
+    fx = env.fx["janitor"] = Fixture("janitor", env.tmp, env.app, conf)
+    try:
+        fx.start()
+        fx.wait_ready()
+        wait_until(lambda: (env.record(key) or {}).get("state") ==
+                   "completed", LOCK_TIMEOUT_S + 15, "the janitor "
+                   "completed the abandoned record")
+        expect_completed(t, key, 201)
+        row = succeeded_once(t, body["description"])
+        t.expect_eq((row["id"], row["status"]), (pid, "succeeded"),
+                    "the payment")
+        one_charge(t, pid, st0)
+        m = env.metrics(fx="janitor")
+        t.expect(m.get("idem_keys_completed_total", 0) >= 1,
+                 "idem_keys_completed_total of the janitor's process: %r"
+                 % m.get("idem_keys_completed_total"))
+        late_retry_replays(t, key, body, 201, pid)
+    finally:
+        problem = fx.stop()
+        del env.fx["janitor"]
+    t.expect(not problem, "the janitor's fixture: %s" % problem)
