@@ -80,6 +80,7 @@ struct idem_app {
 	struct idem_pool	*pool;
 	char			*listen;	/* -l */
 	struct idem_metrics	*metrics;
+	struct idem_authc	*authc;		/* NULL: no cache */
 	atomic_int		 stopping;
 };
 
@@ -124,6 +125,8 @@ struct idem_req {
 	yajl_val		 json;
 	int64_t			 tenant;
 	unsigned char		 tenant_hash[32];	/* SHA-256 of secret */
+	long long		 auth_t0_ms;	/* before the secret was checked */
+	struct idem_qval	*qvals;		/* idem_req_query() results */
 	char			 key[IDEM_KEY_MAX + 1];
 	int			 has_key;
 	unsigned char		 fingerprint[32];
@@ -162,13 +165,57 @@ struct idem_req {
 void	idem_request_handle(idem_app *app, FCGX_Request *fcgi);
 void	idem_resp_reset(idem_req *req);
 void	idem_defer_free(idem_req *req);
+/* Free what idem_req_query() returned (at the end of the request). */
+void	idem_req_query_free(idem_req *req);
 int	idem_resp_has_header(const idem_req *req, const char *name);
 
-/* auth.c: resolve the Bearer secret to req->tenant; 0, or -1 (unauthorised)
- * or -2 (database unavailable). */
-int	idem_auth(idem_req *req);
+/* --- auth.c -------------------------------------------------------------- */
+
+/* How long a secret the database confirmed is taken as known. */
+#define IDEM_AUTH_CACHE_MS	5000
+
+enum idem_auth_result {
+	IDEM_AUTH_OK = 0,
+	IDEM_AUTH_DENIED = -1,		/* no usable secret, unknown, revoked */
+	IDEM_AUTH_UNAVAILABLE = -2,	/* the database did not answer */
+};
+
+/* Resolve the Bearer secret to req->tenant in the database. */
+enum idem_auth_result idem_auth(idem_req *req);
+/*
+ * Idempotent routes, before the body is parsed: OK for a secret the
+ * database confirmed in the last IDEM_AUTH_CACHE_MS (no round trip), else
+ * idem_auth().  Flight 1 still verifies the secret.
+ */
+enum idem_auth_result idem_auth_precheck(idem_req *req);
+/* After the middleware: remember a confirmed secret, forget a refused one. */
+void	idem_auth_settle(idem_req *req);
 /* SHA-256 of the Bearer secret into req->tenant_hash; -1 if unusable. */
 int	idem_bearer_hash(idem_req *req);
+
+struct idem_authc_entry {
+	unsigned char	 hash[32];
+	int64_t		 tenant;	/* 0: empty slot */
+	long long	 expires_ms;	/* CLOCK_MONOTONIC */
+};
+
+enum idem_authc_state {
+	IDEM_AUTHC_ABSENT,	/* empty, or another secret's */
+	IDEM_AUTHC_STALE,	/* this secret, expired: ask the database */
+	IDEM_AUTHC_FRESH,
+};
+
+/* What entry e says about hash at now_ms (pure). */
+enum idem_authc_state idem_authc_state(const struct idem_authc_entry *e,
+	    const unsigned char hash[32], long long now_ms);
+struct idem_authc *idem_authc_new(void);
+void	idem_authc_free(struct idem_authc *c);
+enum idem_authc_state idem_authc_get(struct idem_authc *c,
+	    const unsigned char hash[32], long long now_ms);
+/* Known until verified_ms + IDEM_AUTH_CACHE_MS. */
+void	idem_authc_put(struct idem_authc *c, const unsigned char hash[32],
+	    int64_t tenant, long long verified_ms);
+void	idem_authc_forget(struct idem_authc *c, const unsigned char hash[32]);
 void	idem_sha256(const void *p, size_t len, unsigned char out[32]);
 int	idem_random_hex(char *out, size_t nbytes);
 
