@@ -663,7 +663,9 @@ test_locale(void)
 	/* The fingerprint must not depend on LC_NUMERIC. */
 	if (setlocale(LC_NUMERIC, "de_DE.UTF-8") == NULL &&
 	    setlocale(LC_NUMERIC, "fr_FR.UTF-8") == NULL) {
-		TAP_OK(1, "numbers under a comma locale # SKIP none installed");
+		TAP_OK(1, "numbers under a comma locale # SKIP neither "
+		    "de_DE.UTF-8 nor fr_FR.UTF-8 is installed (as root, the "
+		    "scripts generate de_DE.UTF-8: tests/lib/deps.sh)");
 		return;
 	}
 	NUM("1.5", "1.5");
