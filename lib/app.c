@@ -20,6 +20,8 @@ idem_app_new(const char *name)
 		return NULL;
 	}
 	idem_cfg_init(&app->cfg);
+	/* Without it every secret costs a round trip: slower, not wrong. */
+	app->authc = idem_authc_new();
 	return app;
 }
 
@@ -31,6 +33,7 @@ idem_app_free(idem_app *app)
 	idem_pool_free(app->pool);
 	idem_router_free(&app->router);
 	idem_metrics_free(app);
+	idem_authc_free(app->authc);
 	free(app->listen);
 	idem_cfg_free(&app->cfg);
 	free(app->name);

@@ -2,11 +2,19 @@
  * auth.c - tenants.  A request's "Authorization: Bearer <secret>" is
  * resolved to an api_keys row by the SHA-256 of the secret; the database
  * never holds a secret, and the stored hash is compared in constant time.
+ *
+ * A small in-process cache remembers hashes the database confirmed in the
+ * last IDEM_AUTH_CACHE_MS, so that an idempotent route can refuse an
+ * unknown secret before it canonicalises and parses the body, without a
+ * third round trip for a known one.  The cache only lets a request get as
+ * far as that: flight 1 (idem_claim()) still verifies the secret.
  */
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -15,6 +23,23 @@
 #include "private.h"
 
 #define SECRET_MAX	256
+/* Direct-mapped by the hash (uniform: SHA-256); a collision only costs a
+ * round trip, and only secrets the database confirmed ever get a slot. */
+#define AUTHC_SLOTS	1024
+
+struct idem_authc {
+	pthread_mutex_t		 mu;
+	struct idem_authc_entry	 slot[AUTHC_SLOTS];
+};
+
+static long long
+mono_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
 
 void
 idem_sha256(const void *p, size_t len, unsigned char out[32])
@@ -61,28 +86,123 @@ idem_bearer_hash(idem_req *req)
 	return 0;
 }
 
-int
+/* --- the cache ----------------------------------------------------------- */
+
+enum idem_authc_state
+idem_authc_state(const struct idem_authc_entry *e,
+    const unsigned char hash[32], long long now_ms)
+{
+	if (e->tenant == 0 || CRYPTO_memcmp(e->hash, hash, 32) != 0)
+		return IDEM_AUTHC_ABSENT;
+	return now_ms < e->expires_ms ? IDEM_AUTHC_FRESH : IDEM_AUTHC_STALE;
+}
+
+struct idem_authc *
+idem_authc_new(void)
+{
+	struct idem_authc	*c;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return NULL;
+	if (pthread_mutex_init(&c->mu, NULL) != 0) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void
+idem_authc_free(struct idem_authc *c)
+{
+	if (c == NULL)
+		return;
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
+static struct idem_authc_entry *
+authc_slot(struct idem_authc *c, const unsigned char hash[32])
+{
+	return &c->slot[((unsigned)hash[0] << 8 | hash[1]) % AUTHC_SLOTS];
+}
+
+enum idem_authc_state
+idem_authc_get(struct idem_authc *c, const unsigned char hash[32],
+    long long now_ms)
+{
+	enum idem_authc_state	 st;
+
+	if (c == NULL)
+		return IDEM_AUTHC_ABSENT;
+	pthread_mutex_lock(&c->mu);
+	st = idem_authc_state(authc_slot(c, hash), hash, now_ms);
+	pthread_mutex_unlock(&c->mu);
+	return st;
+}
+
+void
+idem_authc_put(struct idem_authc *c, const unsigned char hash[32],
+    int64_t tenant, long long verified_ms)
+{
+	struct idem_authc_entry	*e;
+
+	if (c == NULL || tenant == 0)
+		return;
+	pthread_mutex_lock(&c->mu);
+	e = authc_slot(c, hash);
+	/* The later expiry wins; each ends IDEM_AUTH_CACHE_MS after a
+	 * confirmation by the database. */
+	if (idem_authc_state(e, hash, verified_ms) == IDEM_AUTHC_ABSENT ||
+	    e->expires_ms < verified_ms + IDEM_AUTH_CACHE_MS) {
+		memcpy(e->hash, hash, 32);
+		e->tenant = tenant;
+		e->expires_ms = verified_ms + IDEM_AUTH_CACHE_MS;
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+void
+idem_authc_forget(struct idem_authc *c, const unsigned char hash[32])
+{
+	struct idem_authc_entry	*e;
+
+	if (c == NULL)
+		return;
+	pthread_mutex_lock(&c->mu);
+	e = authc_slot(c, hash);
+	if (CRYPTO_memcmp(e->hash, hash, 32) == 0)
+		memset(e, 0, sizeof(*e));
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* --- the database -------------------------------------------------------- */
+
+enum idem_auth_result
 idem_auth(idem_req *req)
 {
-	const char	*vals[1];
-	int		 lens[1], fmts[1] = { 1 };
-	PGresult	*r;
-	int		 rc = -1;
+	const char		*vals[1];
+	int			 lens[1], fmts[1] = { 1 };
+	PGresult		*r;
+	long long		 t0;
+	enum idem_auth_result	 rc = IDEM_AUTH_DENIED;
 
 	if (idem_bearer_hash(req) == -1)
-		return -1;
+		return IDEM_AUTH_DENIED;
 
 	if (idem_req_db(req) == NULL)
-		return -2;
+		return IDEM_AUTH_UNAVAILABLE;
 	vals[0] = (const char *)req->tenant_hash;
 	lens[0] = 32;
+	/* Before the query: the entry must not outlive what it saw. */
+	t0 = mono_ms();
 	r = PQexecParams(req->db, "SELECT id, secret_hash FROM api_keys "
 	    "WHERE secret_hash = $1 AND revoked_at IS NULL",
 	    1, NULL, vals, lens, fmts, 1);
+	req->round_trips++;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		idem_log(IDEM_LOG_ERROR, "auth: %s", PQerrorMessage(req->db));
 		req->db_unavailable = 1;
-		rc = -2;
+		rc = IDEM_AUTH_UNAVAILABLE;
 	} else if (PQntuples(r) == 1 && PQgetlength(r, 0, 1) == 32 &&
 	    PQgetlength(r, 0, 0) == 8 &&
 	    CRYPTO_memcmp(PQgetvalue(r, 0, 1), req->tenant_hash, 32) == 0) {
@@ -90,8 +210,37 @@ idem_auth(idem_req *req)
 		memcpy(&hi, PQgetvalue(r, 0, 0), 4);
 		memcpy(&lo, PQgetvalue(r, 0, 0) + 4, 4);
 		req->tenant = (int64_t)(((uint64_t)ntohl(hi) << 32) | ntohl(lo));
-		rc = 0;
+		rc = IDEM_AUTH_OK;
 	}
 	PQclear(r);
+	if (rc == IDEM_AUTH_OK)
+		idem_authc_put(req->app->authc, req->tenant_hash, req->tenant,
+		    t0);
+	else if (rc == IDEM_AUTH_DENIED)
+		idem_authc_forget(req->app->authc, req->tenant_hash);
 	return rc;
+}
+
+enum idem_auth_result
+idem_auth_precheck(idem_req *req)
+{
+	if (idem_bearer_hash(req) == -1)
+		return IDEM_AUTH_DENIED;
+	req->auth_t0_ms = mono_ms();
+	if (idem_authc_get(req->app->authc, req->tenant_hash,
+	    req->auth_t0_ms) == IDEM_AUTHC_FRESH)
+		return IDEM_AUTH_OK;
+	return idem_auth(req);
+}
+
+void
+idem_auth_settle(idem_req *req)
+{
+	if (req->status == 401 && req->outcome == IDEM_OUT_REJECTED)
+		idem_authc_forget(req->app->authc, req->tenant_hash);
+	else if (req->tenant != 0)
+		/* Flight 1 (or the precheck) found the secret valid after
+		 * auth_t0_ms. */
+		idem_authc_put(req->app->authc, req->tenant_hash, req->tenant,
+		    req->auth_t0_ms);
 }

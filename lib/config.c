@@ -81,6 +81,8 @@ struct cfg_key {
 static const struct cfg_key cfg_keys[] = {
 	{ S_SERVER, "threads", T_UINT, OFF(threads), 1, 256 },
 	{ S_SERVER, "max_body", T_SIZE, OFF(max_body), 1, 64 * (long long)MIB },
+	{ S_SERVER, "max_json_values", T_UINT, OFF(max_json_values), 1,
+	    10000000 },
 	{ S_SERVER, "request_timeout", T_DUR, OFF(request_timeout_ms), 0, 0 },
 	{ S_SERVER, "listen", T_STR, OFF(listen), 0, 0 },
 	{ S_SERVER, "log_level", T_LEVEL, OFF(log_level), 0, 0 },
@@ -191,6 +193,7 @@ idem_cfg_init(struct idem_cfg *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->threads = 8;
 	cfg->max_body = MIB;
+	cfg->max_json_values = IDEM_JSON_MAX_VALUES;
 	cfg->request_timeout_ms = 30 * MS_SECOND;
 	/* NULL here on out of memory; idem_cfg_parse() then reports it. */
 	cfg->log_level = strdup("info");

@@ -5,6 +5,7 @@
 #ifndef IDEM_INTERNAL_H
 #define IDEM_INTERNAL_H
 
+#include "config.h"	/* configure's switches; every object then depends on it */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,15 +35,33 @@ void	idem_buf_free(struct idem_buf *b);
 /* --- jcs.c: RFC 8785 JSON canonicalisation ------------------------------ */
 
 #define IDEM_JSON_MAX_DEPTH	64
+/* Values (members and array elements, the top level included) per body. */
+#define IDEM_JSON_MAX_VALUES	10000
+
+struct idem_jcs_limits {
+	unsigned	 max_depth;	/* nesting of arrays and objects */
+	size_t		 max_values;	/* JSON values in the whole text */
+};
+
+enum idem_jcs_result {
+	IDEM_JCS_OK = 0,
+	IDEM_JCS_INVALID = -1,	/* not acceptable JSON (syntax, UTF-8,
+				 * NUL, depth, duplicate names, range) */
+	IDEM_JCS_TOO_MANY = -2,	/* more than lim->max_values values */
+	IDEM_JCS_NOMEM = -3,
+};
 
 /*
- * Validate the JSON text in (len bytes: UTF-8, no duplicate member names,
- * nesting at most max_depth) and append its RFC 8785 canonical form to out.
- * Returns 0, or -1 with a short human-readable reason in err (never any
- * input bytes beyond an offset).
+ * Validate the JSON text in (len bytes: UTF-8, no NUL byte and no U+0000
+ * in any string or member name, no duplicate member names, within lim)
+ * and append its RFC 8785 canonical form to out.  Anything but
+ * IDEM_JCS_OK leaves out as it was and puts a short human-readable reason
+ * in err (never any input bytes beyond an offset).  Work and memory stop
+ * growing at lim->max_values values, whatever len is.
  */
-int	idem_jcs_canonicalize(const char *in, size_t len, unsigned max_depth,
-	    struct idem_buf *out, char *err, size_t errlen);
+enum idem_jcs_result idem_jcs_canonicalize(const char *in, size_t len,
+	    const struct idem_jcs_limits *lim, struct idem_buf *out,
+	    char *err, size_t errlen);
 /*
  * Append the ECMAScript Number.prototype.toString form of the JSON number
  * text num (len bytes) to out.  -1 if it is not finite as a double.
@@ -142,6 +161,7 @@ struct idem_cfg {
 	/* [server] */
 	unsigned		 threads;		/* 8 */
 	size_t			 max_body;		/* 1 MiB */
+	unsigned		 max_json_values;	/* 10000 */
 	long long		 request_timeout_ms;	/* 30 s */
 	char			*listen;		/* NULL */
 	char			*log_level;		/* "info" */

@@ -464,6 +464,7 @@ struct jnode {
 struct jctx {
 	struct jnode	*nodes;
 	size_t		 nnodes, ncap;
+	size_t		 max_values;	/* nodes allowed in all */
 	size_t		*open;		/* indexes of the open containers */
 	size_t		 depth, ocap;
 	size_t		 maxdepth;	/* deepest nesting seen */
@@ -471,7 +472,8 @@ struct jctx {
 	char		*key;		/* member name awaiting its value */
 	size_t		 klen;
 	const char	*why;		/* set when a callback cancels */
-	char		 whybuf[64];
+	enum idem_jcs_result why_rc;	/* and what kind of refusal it is */
+	char		 whybuf[96];
 };
 
 /* Sort by UTF-16 code units (RFC 8785 3.2.3); names are valid UTF-8. */
@@ -522,10 +524,33 @@ grow(void *p, size_t *cap, size_t need, size_t size)
 }
 
 static int
-cancel(struct jctx *c, const char *why)
+cancel_as(struct jctx *c, enum idem_jcs_result rc, const char *why)
 {
 	c->why = why;
+	c->why_rc = rc;
 	return 0;
+}
+
+static int
+cancel(struct jctx *c, const char *why)
+{
+	return cancel_as(c, IDEM_JCS_INVALID, why);
+}
+
+static int
+cancel_nomem(struct jctx *c)
+{
+	return cancel_as(c, IDEM_JCS_NOMEM, "out of memory");
+}
+
+/*
+ * Handlers read C strings: a NUL inside a string or name would hide the
+ * rest of it from them while the fingerprint still covers it.
+ */
+static int
+has_nul(const unsigned char *s, size_t len)
+{
+	return memchr(s, '\0', len) != NULL;
 }
 
 /*
@@ -543,6 +568,14 @@ add_node(struct jctx *c, enum jtype t, char *s, size_t slen)
 		/* yajl refuses a second top-level value; be sure anyway. */
 		free(s);
 		cancel(c, "more than one JSON value");
+		return -1;
+	}
+	/* Checked before growing: work and memory stop at the cap. */
+	if (c->nnodes >= c->max_values) {
+		free(s);
+		snprintf(c->whybuf, sizeof(c->whybuf), "more than %zu JSON "
+		    "values (members and array elements)", c->max_values);
+		cancel_as(c, IDEM_JCS_TOO_MANY, c->whybuf);
 		return -1;
 	}
 	if ((n = grow(c->nodes, &c->ncap, c->nnodes + 1,
@@ -580,7 +613,7 @@ add_node(struct jctx *c, enum jtype t, char *s, size_t slen)
 	return (long)idx;
 nomem:
 	free(s);
-	cancel(c, "out of memory");
+	cancel_nomem(c);
 	return -1;
 }
 
@@ -615,11 +648,11 @@ cb_number(void *ctx, const char *num, size_t len)
 	int	 n;
 
 	if ((n = num_canon(num, len, buf)) == NUM_NOMEM)
-		return cancel(ctx, "out of memory");
+		return cancel_nomem(ctx);
 	if (n < 0)
 		return cancel(ctx, "number out of range");
 	if ((s = dup_bytes(buf, (size_t)n)) == NULL)
-		return cancel(ctx, "out of memory");
+		return cancel_nomem(ctx);
 	return add_node(ctx, J_NUM, s, (size_t)n) >= 0;
 }
 
@@ -630,8 +663,10 @@ cb_string(void *ctx, const unsigned char *str, size_t len)
 
 	if (!utf8_valid(str, len))
 		return cancel(ctx, "invalid UTF-8 in string");
+	if (has_nul(str, len))
+		return cancel(ctx, "U+0000 (\\u0000) in a string");
 	if ((s = dup_bytes(str, len)) == NULL)
-		return cancel(ctx, "out of memory");
+		return cancel_nomem(ctx);
 	return add_node(ctx, J_STR, s, len) >= 0;
 }
 
@@ -642,9 +677,11 @@ cb_map_key(void *ctx, const unsigned char *str, size_t len)
 
 	if (!utf8_valid(str, len))
 		return cancel(c, "invalid UTF-8 in member name");
+	if (has_nul(str, len))
+		return cancel(c, "U+0000 (\\u0000) in a member name");
 	free(c->key);
 	if ((c->key = dup_bytes(str, len)) == NULL)
-		return cancel(c, "out of memory");
+		return cancel_nomem(c);
 	c->klen = len;
 	return 1;
 }
@@ -663,7 +700,7 @@ open_container(struct jctx *c, enum jtype t)
 	}
 	if ((o = grow(c->open, &c->ocap, c->depth + 1,
 	    sizeof(*c->open))) == NULL)
-		return cancel(c, "out of memory");
+		return cancel_nomem(c);
 	c->open = o;
 	if ((idx = add_node(c, t, NULL, 0)) < 0)
 		return 0;
@@ -838,30 +875,37 @@ json_blank(const char *in, size_t len)
 	return 1;
 }
 
-int
-idem_jcs_canonicalize(const char *in, size_t len, unsigned max_depth,
-    struct idem_buf *out, char *err, size_t errlen)
+enum idem_jcs_result
+idem_jcs_canonicalize(const char *in, size_t len,
+    const struct idem_jcs_limits *lim, struct idem_buf *out, char *err,
+    size_t errlen)
 {
-	struct jctx	 c;
-	yajl_handle	 h;
-	yajl_status	 st;
-	size_t		 at, outlen0 = out->len;
-	char		 msg[64];
-	int		 rc = -1;
+	struct jctx		 c;
+	yajl_handle		 h;
+	yajl_status		 st;
+	size_t			 at, outlen0 = out->len;
+	char			 msg[64];
+	enum idem_jcs_result	 rc = IDEM_JCS_INVALID;
 
 	if (in == NULL || json_blank(in, len)) {
 		set_err(err, errlen, "empty JSON text");
-		return -1;
+		return IDEM_JCS_INVALID;
+	}
+	/* Never valid JSON; named, so that the reason is not just an offset. */
+	if (memchr(in, '\0', len) != NULL) {
+		set_err(err, errlen, "NUL byte in the JSON text");
+		return IDEM_JCS_INVALID;
 	}
 	if (escapes_valid(in, len) == -1) {
 		set_err(err, errlen, "invalid \\u escape (lone surrogate)");
-		return -1;
+		return IDEM_JCS_INVALID;
 	}
 	memset(&c, 0, sizeof(c));
-	c.limit = max_depth;
+	c.limit = lim->max_depth;
+	c.max_values = lim->max_values;
 	if ((h = yajl_alloc(&jcs_callbacks, NULL, &c)) == NULL) {
 		set_err(err, errlen, "out of memory");
-		return -1;
+		return IDEM_JCS_NOMEM;
 	}
 	/* yajl's defaults, spelled out: they are what makes this strict. */
 	yajl_config(h, yajl_allow_comments, 0);
@@ -878,6 +922,7 @@ idem_jcs_canonicalize(const char *in, size_t len, unsigned max_depth,
 	}
 	if (st == yajl_status_client_canceled) {
 		set_err(err, errlen, c.why != NULL ? c.why : "rejected");
+		rc = c.why != NULL ? c.why_rc : IDEM_JCS_INVALID;
 		goto done;
 	}
 	if (st != yajl_status_ok || c.nnodes == 0 || c.depth != 0) {
@@ -892,9 +937,10 @@ idem_jcs_canonicalize(const char *in, size_t len, unsigned max_depth,
 		if (out->p != NULL)
 			out->p[out->len] = '\0';
 		set_err(err, errlen, "out of memory");
+		rc = IDEM_JCS_NOMEM;
 		goto done;
 	}
-	rc = 0;
+	rc = IDEM_JCS_OK;
 done:
 	yajl_free(h);
 	jctx_free(&c);

@@ -1,7 +1,9 @@
 /*
  * log.c - structured logs: one JSON object per line on stderr.  Request
  * lines carry a hash of the idempotency key, never the key itself, the
- * body or the Authorization header.
+ * body or the Authorization header.  Every string from outside (even the
+ * method, which a direct FastCGI peer may set to anything) is written as
+ * an escaped JSON string.
  */
 #include <stdio.h>
 #include <string.h>
@@ -38,13 +40,19 @@ log_prefix(struct idem_buf *b, enum idem_log_level lvl)
 }
 
 static void
-log_emit(struct idem_buf *b)
+log_write(struct idem_buf *b)
 {
-	idem_buf_adds(b, "}\n");
 	/* One write per line so that lines of threads never interleave. */
 	if (b->p != NULL)
 		fwrite(b->p, 1, b->len, stderr);
 	idem_buf_free(b);
+}
+
+static void
+log_emit(struct idem_buf *b)
+{
+	idem_buf_adds(b, "}\n");
+	log_write(b);
 }
 
 void
@@ -77,29 +85,36 @@ static const char *const outcome_names[] = {
 	[IDEM_OUT_ERROR] = "error",
 };
 
-void
-idem_log_request(const idem_req *req, long long duration_us)
+/* ,"name":"value" with value escaped. */
+static void
+add_field(struct idem_buf *b, const char *name, const char *value)
 {
-	struct idem_buf	 b = { 0 };
+	idem_buf_addf(b, ",\"%s\":", name);
+	idem_buf_add_jstr(b, value, strlen(value));
+}
+
+void
+idem_log_request_line(const idem_req *req, long long duration_us,
+    struct idem_buf *b)
+{
 	unsigned char	 h[32];
 	struct idem_buf	 kh = { 0 };
 	size_t		 i;
 
-	if (IDEM_LOG_INFO < min_level)
-		return;
-	log_prefix(&b, IDEM_LOG_INFO);
-	idem_buf_addf(&b, ",\"msg\":\"request\",\"request_id\":\"%s\","
-	    "\"method\":\"%s\",\"route\":", req->request_id, req->method);
+	log_prefix(b, IDEM_LOG_INFO);
+	add_field(b, "msg", "request");
+	add_field(b, "request_id", req->request_id);
+	add_field(b, "method", req->method);
+	idem_buf_adds(b, ",\"route\":");
 	if (req->route != NULL)
-		idem_buf_add_jstr(&b, req->route->pattern,
+		idem_buf_add_jstr(b, req->route->pattern,
 		    strlen(req->route->pattern));
 	else
-		idem_buf_adds(&b, "null");
-	idem_buf_addf(&b, ",\"status\":%d,\"duration_ms\":%.3f", req->status,
+		idem_buf_adds(b, "null");
+	idem_buf_addf(b, ",\"status\":%d,\"duration_ms\":%.3f", req->status,
 	    (double)duration_us / 1000.0);
 	if (outcome_names[req->outcome] != NULL)
-		idem_buf_addf(&b, ",\"outcome\":\"%s\"",
-		    outcome_names[req->outcome]);
+		add_field(b, "outcome", outcome_names[req->outcome]);
 	if (req->has_key) {
 		/* Tenant-scoped so equal keys of two tenants differ. */
 		struct idem_buf in = { 0 };
@@ -109,12 +124,23 @@ idem_log_request(const idem_req *req, long long duration_us)
 		idem_buf_free(&in);
 		for (i = 0; i < 8; i++)
 			idem_buf_addf(&kh, "%02x", h[i]);
-		idem_buf_addf(&b, ",\"key_hash\":\"%s\"", kh.p);
+		add_field(b, "key_hash", kh.p != NULL ? kh.p : "");
 		idem_buf_free(&kh);
 	}
 	if (req->round_trips > 0)
-		idem_buf_addf(&b, ",\"db_round_trips\":%u", req->round_trips);
+		idem_buf_addf(b, ",\"db_round_trips\":%u", req->round_trips);
 	if (req->tenant != 0)
-		idem_buf_addf(&b, ",\"tenant\":%lld", (long long)req->tenant);
-	log_emit(&b);
+		idem_buf_addf(b, ",\"tenant\":%lld", (long long)req->tenant);
+	idem_buf_adds(b, "}\n");
+}
+
+void
+idem_log_request(const idem_req *req, long long duration_us)
+{
+	struct idem_buf	 b = { 0 };
+
+	if (IDEM_LOG_INFO < min_level)
+		return;
+	idem_log_request_line(req, duration_us, &b);
+	log_write(&b);
 }

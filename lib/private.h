@@ -64,6 +64,9 @@ void	idem_log(enum idem_log_level lvl, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
 /* The access log line of one request. */
 void	idem_log_request(const idem_req *req, long long duration_us);
+/* That line (a JSON object and "\n") appended to b. */
+void	idem_log_request_line(const idem_req *req, long long duration_us,
+	    struct idem_buf *b);
 
 /* --- problem.c ----------------------------------------------------------- */
 

@@ -6,6 +6,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,17 +54,32 @@ idem_req_param(const idem_req *req, const char *name)
 	return NULL;
 }
 
-/* Decode one query value into a per-request cache (small, bounded). */
+/* One decoded query value; name and value follow in data. */
+struct idem_qval {
+	struct idem_qval	*next;
+	const char		*val;	/* into data */
+	char			 data[];
+};
+
+/*
+ * Decode one query value.  Results are kept with the request (asking for
+ * a name twice returns the same string), so each stays valid until the
+ * request ends, however many others the handler asks for.
+ */
 const char *
 idem_req_query(const idem_req *req, const char *name)
 {
-	static __thread char	 val[QUERY_MAX_LEN + 1];
+	char			 val[QUERY_MAX_LEN + 1];
 	const char		*q, *end, *eq;
 	size_t			 nlen = strlen(name), o;
-	int			 hi, lo;
+	struct idem_qval	*qv;
+	idem_req		*mut;
 
 	if (req->query == NULL)
 		return NULL;
+	for (qv = req->qvals; qv != NULL; qv = qv->next)
+		if (strcmp(qv->data, name) == 0)
+			return qv->val;
 	for (q = req->query; *q != '\0'; q = *end ? end + 1 : end) {
 		end = strchr(q, '&');
 		if (end == NULL)
@@ -76,8 +92,8 @@ idem_req_query(const idem_req *req, const char *name)
 			if (*q == '+')
 				val[o++] = ' ';
 			else if (*q == '%' && end - q >= 3 &&
-			    (hi = isxdigit((unsigned char)q[1])) &&
-			    (lo = isxdigit((unsigned char)q[2]))) {
+			    isxdigit((unsigned char)q[1]) &&
+			    isxdigit((unsigned char)q[2])) {
 				char h[3] = { q[1], q[2], 0 };
 				val[o++] = (char)strtol(h, NULL, 16);
 				q += 2;
@@ -87,10 +103,31 @@ idem_req_query(const idem_req *req, const char *name)
 		val[o] = '\0';
 		/* A decoded NUL would truncate silently: refuse the value. */
 		if (strlen(val) != o)
-			return "";
-		return val;
+			o = 0;
+		if ((qv = malloc(sizeof(*qv) + nlen + 1 + o + 1)) == NULL)
+			return "";	/* refused, rather than "absent" */
+		memcpy(qv->data, name, nlen + 1);
+		memcpy(qv->data + nlen + 1, val, o);
+		qv->data[nlen + 1 + o] = '\0';
+		qv->val = qv->data + nlen + 1;
+		/* The cache is not part of what a const request means. */
+		mut = (idem_req *)(uintptr_t)req;
+		qv->next = mut->qvals;
+		mut->qvals = qv;
+		return qv->val;
 	}
 	return NULL;
+}
+
+void
+idem_req_query_free(idem_req *req)
+{
+	struct idem_qval	*qv;
+
+	while ((qv = req->qvals) != NULL) {
+		req->qvals = qv->next;
+		free(qv);
+	}
 }
 
 const char *
@@ -378,6 +415,26 @@ param_count(char **envp, const char *prefix)
 	return c;
 }
 
+/* Answer a refused credential; 1 when refused, 0 when rc is OK. */
+static int
+auth_refused(idem_req *req, enum idem_auth_result rc)
+{
+	switch (rc) {
+	case IDEM_AUTH_OK:
+		return 0;
+	case IDEM_AUTH_UNAVAILABLE:
+		idem_resp_problem(req, IDEM_P_UNAVAILABLE,
+		    "the database is not available; retry later");
+		return 1;
+	case IDEM_AUTH_DENIED:
+	default:
+		idem_resp_problem(req, IDEM_P_UNAUTHORIZED,
+		    "a valid 'Authorization: Bearer' API key is required");
+		idem_resp_header(req, "WWW-Authenticate", "Bearer");
+		return 1;
+	}
+}
+
 /* Returns 0 when req is ready for its handler; else the response is set. */
 static int
 prepare(idem_req *req)
@@ -386,9 +443,9 @@ prepare(idem_req *req)
 	const char		*uri, *q, *m, *v;
 	unsigned long long	 cl;
 	char			 allow[128], err[128];
+	struct idem_jcs_limits	 lim;
 	enum idem_match		 mt;
 	size_t			 plen;
-	int			 rc;
 
 	m = FCGX_GetParam("REQUEST_METHOD", req->fcgi->envp);
 	if (m == NULL || strlen(m) >= sizeof(req->method)) {
@@ -463,29 +520,16 @@ prepare(idem_req *req)
 			    "no such resource");
 			return -1;
 		}
-	} else if (req->route->flags & IDEM_ROUTE_IDEMPOTENT) {
-		/* The tenant is resolved in the middleware's first flight. */
-		if (idem_bearer_hash(req) == -1) {
-			idem_resp_problem(req, IDEM_P_UNAUTHORIZED,
-			    "a valid 'Authorization: Bearer' API key is "
-			    "required");
-			idem_resp_header(req, "WWW-Authenticate", "Bearer");
-			return -1;
-		}
 	} else if (!(req->route->flags & IDEM_ROUTE_PUBLIC)) {
-		rc = idem_auth(req);
-		if (rc == -2) {
-			idem_resp_problem(req, IDEM_P_UNAVAILABLE,
-			    "the database is not available; retry later");
+		/*
+		 * Idempotent routes: only a secret the database knows gets
+		 * its body parsed; flight 1 still verifies it, and resolves
+		 * the tenant.
+		 */
+		if (auth_refused(req, (req->route->flags &
+		    IDEM_ROUTE_IDEMPOTENT) ? idem_auth_precheck(req) :
+		    idem_auth(req)))
 			return -1;
-		}
-		if (rc != 0) {
-			idem_resp_problem(req, IDEM_P_UNAUTHORIZED,
-			    "a valid 'Authorization: Bearer' API key is "
-			    "required");
-			idem_resp_header(req, "WWW-Authenticate", "Bearer");
-			return -1;
-		}
 	}
 
 	if (req->route->flags & IDEM_ROUTE_IDEMPOTENT) {
@@ -516,8 +560,20 @@ prepare(idem_req *req)
 			    "the body must be application/json");
 			return -1;
 		}
-		if (idem_jcs_canonicalize(req->body, req->bodylen,
-		    IDEM_JSON_MAX_DEPTH, &req->canon, err, sizeof(err)) == -1) {
+		lim.max_depth = IDEM_JSON_MAX_DEPTH;
+		lim.max_values = cfg->max_json_values;
+		switch (idem_jcs_canonicalize(req->body, req->bodylen, &lim,
+		    &req->canon, err, sizeof(err))) {
+		case IDEM_JCS_OK:
+			break;
+		case IDEM_JCS_TOO_MANY:
+			idem_resp_problem(req, IDEM_P_TOO_LARGE, "%s", err);
+			return -1;
+		case IDEM_JCS_NOMEM:
+			idem_resp_problem(req, IDEM_P_INTERNAL, "%s", err);
+			return -1;
+		case IDEM_JCS_INVALID:
+		default:
 			idem_resp_problem(req, IDEM_P_INVALID_JSON, "%s", err);
 			return -1;
 		}
@@ -562,9 +618,10 @@ idem_request_handle(idem_app *app, FCGX_Request *fcgi)
 		strcpy(req.request_id, "0");
 
 	if (prepare(&req) == 0) {
-		if (req.route->flags & IDEM_ROUTE_IDEMPOTENT)
+		if (req.route->flags & IDEM_ROUTE_IDEMPOTENT) {
 			idem_idempotent_run(&req);
-		else
+			idem_auth_settle(&req);
+		} else
 			run_plain(&req);
 	} else if (req.route != NULL &&
 	    (req.route->flags & IDEM_ROUTE_IDEMPOTENT))
@@ -587,6 +644,7 @@ idem_request_handle(idem_app *app, FCGX_Request *fcgi)
 		yajl_tree_free(req.json);
 	idem_params_free(&req.params);
 	idem_defer_free(&req);
+	idem_req_query_free(&req);
 	free(req.path);
 	free(req.query);
 	free(req.body);

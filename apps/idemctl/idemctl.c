@@ -3,7 +3,10 @@
  * reclaim, stats, complete.  Reads the same config file as the FastCGI
  * app.
  */
+#include <sys/stat.h>
+
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,22 +46,54 @@ num_arg(const char *s, long *out)
 	return *s != '\0' && *end == '\0' && *out > 0 ? 0 : -1;
 }
 
+/*
+ * migrate's directory without --dir: the source tree's sql/ when this is
+ * the binary make left in its build tree (apps/idemctl/, or .libs/ there
+ * under a libtool wrapper), so that a tree that is built but not installed
+ * migrates from its own schema; else the installed one.  See idemctl(8).
+ */
+static const char *
+default_sqldir(void)
+{
+	char		 exe[PATH_MAX], bin[PATH_MAX], *slash;
+	struct stat	 st;
+	ssize_t		 n;
+	size_t		 len;
+
+	if ((n = readlink("/proc/self/exe", exe, sizeof(exe) - 1)) <= 0)
+		return IDEM_SQLDIR;
+	exe[n] = '\0';
+	if ((slash = strrchr(exe, '/')) == NULL ||
+	    realpath(IDEM_BUILD_BINDIR, bin) == NULL)
+		return IDEM_SQLDIR;
+	*slash = '\0';				/* the directory of the binary */
+	len = strlen(bin);
+	if (strncmp(exe, bin, len) != 0 ||
+	    (exe[len] != '\0' && strcmp(exe + len, "/.libs") != 0))
+		return IDEM_SQLDIR;
+	if (stat(IDEM_SRC_SQLDIR, &st) == -1 || !S_ISDIR(st.st_mode))
+		return IDEM_SQLDIR;
+	return IDEM_SRC_SQLDIR;
+}
+
 static int
 cmd_migrate(PGconn *db, int argc, char **argv)
 {
-	const char	*dir = IDEM_SQLDIR;
+	const char	*dir;
 	char		 err[1024];
 	int		 n;
 
 	if (argc == 3 && strcmp(argv[1], "--dir") == 0)
 		dir = argv[2];
-	else if (argc != 1)
+	else if (argc == 1)
+		dir = default_sqldir();
+	else
 		return usage(), 2;
 	if ((n = idem_migrate(db, dir, err, sizeof(err))) == -1) {
 		fprintf(stderr, "idemctl: migrate: %s\n", err);
 		return 1;
 	}
-	printf("%d migration%s applied\n", n, n == 1 ? "" : "s");
+	printf("%d migration%s applied from %s\n", n, n == 1 ? "" : "s", dir);
 	return 0;
 }
 

@@ -9,7 +9,12 @@
  *   - a refused input leaves the output buffer as it was and gives a
  *     non-empty reason;
  *   - the canonical form holds no insignificant whitespace and no raw
- *     control characters.
+ *     control characters;
+ *   - the parsed tree has no NUL anywhere: no string and no member name
+ *     of the canonical form, as a parser decodes it, holds U+0000, so a
+ *     handler reading C strings sees all of what was fingerprinted;
+ *   - it has at most FUZZ_MAX_VALUES values, and an input over that cap
+ *     is refused as IDEM_JCS_TOO_MANY or as invalid, nothing else.
  * AddressSanitizer and LeakSanitizer catch the rest (the input is an
  * exact-size heap copy, so reading past len is caught too).
  */
@@ -18,11 +23,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <yajl/yajl_parse.h>
 #include <yajl/yajl_tree.h>
 
 #include "internal.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Small, so that the fuzzer reaches the cap often. */
+#define FUZZ_MAX_VALUES	64
+
+static const struct idem_jcs_limits lim = { IDEM_JSON_MAX_DEPTH,
+	FUZZ_MAX_VALUES };
 
 static void
 fail(const char *what, const struct idem_buf *a, const struct idem_buf *b)
@@ -60,13 +72,88 @@ tidy(const struct idem_buf *b)
 	return !in_str;
 }
 
+/* What a second parser finds in the canonical form. */
+struct seen {
+	size_t	 values;
+	int	 nul;
+};
+
+static int
+s_value(void *ctx)
+{
+	((struct seen *)ctx)->values++;
+	return 1;
+}
+
+static int
+s_bool(void *ctx, int v)
+{
+	(void)v;
+	return s_value(ctx);
+}
+
+static int
+s_number(void *ctx, const char *n, size_t len)
+{
+	(void)n;
+	(void)len;
+	return s_value(ctx);
+}
+
+static int
+s_string(void *ctx, const unsigned char *p, size_t len)
+{
+	if (memchr(p, '\0', len) != NULL)
+		((struct seen *)ctx)->nul = 1;
+	return s_value(ctx);
+}
+
+static int
+s_key(void *ctx, const unsigned char *p, size_t len)
+{
+	if (memchr(p, '\0', len) != NULL)
+		((struct seen *)ctx)->nul = 1;
+	return 1;
+}
+
+static int
+s_end(void *ctx)
+{
+	(void)ctx;
+	return 1;
+}
+
+static const yajl_callbacks seen_callbacks = {
+	s_value, s_bool, NULL, NULL, s_number, s_string,
+	s_value, s_key, s_end, s_value, s_end,
+};
+
+static int
+tree_has_nul(const struct idem_buf *b, size_t *values)
+{
+	struct seen	 sn = { 0, 0 };
+	yajl_handle	 h;
+	int		 ok;
+
+	if ((h = yajl_alloc(&seen_callbacks, NULL, &sn)) == NULL)
+		abort();
+	ok = yajl_parse(h, (const unsigned char *)b->p, b->len) ==
+	    yajl_status_ok && yajl_complete_parse(h) == yajl_status_ok;
+	yajl_free(h);
+	if (!ok)
+		fail("a second parser refuses the canonical form", b, NULL);
+	*values = sn.values;
+	return sn.nul;
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct idem_buf	 one = { 0 }, two = { 0 };
 	yajl_val	 tree;
 	char		*in, err[128], yerr[128];
-	int		 rc;
+	size_t		 values;
+	enum idem_jcs_result rc;
 
 	if ((in = malloc(size > 0 ? size : 1)) == NULL)
 		return 0;
@@ -74,12 +161,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(in, data, size);
 
 	err[0] = '\0';
-	rc = idem_jcs_canonicalize(in, size, IDEM_JSON_MAX_DEPTH, &one,
-	    err, sizeof(err));
+	rc = idem_jcs_canonicalize(in, size, &lim, &one, err, sizeof(err));
 	free(in);
-	if (rc != 0) {
-		if (rc != -1)
-			fail("return value neither 0 nor -1", NULL, NULL);
+	if (rc != IDEM_JCS_OK) {
+		if (rc != IDEM_JCS_INVALID && rc != IDEM_JCS_TOO_MANY)
+			fail("neither accepted, invalid nor too many", NULL,
+			    NULL);
 		if (err[0] == '\0')
 			fail("refused without a reason", NULL, NULL);
 		if (one.len != 0)
@@ -94,11 +181,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!tidy(&one))
 		fail("whitespace or control byte in the canonical form",
 		    &one, NULL);
+	if (tree_has_nul(&one, &values))
+		fail("U+0000 in a string or member name of the tree", &one,
+		    NULL);
+	if (values > FUZZ_MAX_VALUES)
+		fail("more values than the cap", &one, NULL);
 
 	/* Idempotent: canonical(canonical(x)) == canonical(x). */
 	err[0] = '\0';
-	if (idem_jcs_canonicalize(one.p, one.len, IDEM_JSON_MAX_DEPTH, &two,
-	    err, sizeof(err)) != 0) {
+	if (idem_jcs_canonicalize(one.p, one.len, &lim, &two, err,
+	    sizeof(err)) != IDEM_JCS_OK) {
 		fprintf(stderr, "fuzz_jcs: reason: %s\n", err);
 		fail("the canonical form is refused", &one, NULL);
 	}

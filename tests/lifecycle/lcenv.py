@@ -379,18 +379,16 @@ class Env:
         return "fixture %s did not start" % cap
 
     def detect_fault_injection(self):
-        """False when BUILDDIR's Makefile shows the crash switch compiled
-        out (FAULT_CFLAGS without -DIDEM_FAULT_INJECTION), True when it is
-        in or the build has no such option, None when unknown."""
+        """True when BUILDDIR's config.h has the crash switch
+        (#define IDEM_FAULT_INJECTION, from --enable-fault-injection),
+        False when it has not, None when there is no config.h."""
         try:
-            with open(os.path.join(self.builddir, "Makefile")) as f:
+            with open(os.path.join(self.builddir, "config.h")) as f:
                 text = f.read()
         except OSError:
             return None
-        m = re.search(r"^FAULT_CFLAGS\s*=(.*)$", text, re.M)
-        if m is None:
-            return True
-        return "-DIDEM_FAULT_INJECTION" in m.group(1)
+        return re.search(r"^#define IDEM_FAULT_INJECTION\b", text,
+                         re.M) is not None
 
     # --- setup / teardown ---
     def setup(self, say):

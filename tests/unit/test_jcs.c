@@ -19,24 +19,34 @@ static char		 err[128];
  * Canonicalise len bytes (from an exact-size heap copy, so that ASan
  * catches a read past len); the result, or "ERR" with err set.
  */
+static enum idem_jcs_result	 last_rc;
+
 static const char *
-canon_n(const char *in, size_t len, unsigned depth)
+canon_lim(const char *in, size_t len, const struct idem_jcs_limits *lim)
 {
 	char	*copy;
-	int	 rc;
 
 	if ((copy = malloc(len ? len : 1)) == NULL)
 		return "ERR";
 	memcpy(copy, in, len);
 	idem_buf_reset(&out);
 	err[0] = '\0';
-	rc = idem_jcs_canonicalize(copy, len, depth, &out, err, sizeof(err));
+	last_rc = idem_jcs_canonicalize(copy, len, lim, &out, err,
+	    sizeof(err));
 	free(copy);
-	if (rc == -1)
+	if (last_rc != IDEM_JCS_OK)
 		return "ERR";
 	if (idem_buf_nul(&out) == -1)
 		return "ERR";
 	return out.p;
+}
+
+static const char *
+canon_n(const char *in, size_t len, unsigned depth)
+{
+	struct idem_jcs_limits	 lim = { depth, IDEM_JSON_MAX_VALUES };
+
+	return canon_lim(in, len, &lim);
 }
 
 static const char *
@@ -141,9 +151,9 @@ test_rfc_examples(void)
 	    "\"\xed\x9f\xbf\":3}",
 	    "{\"\xed\x9f\xbf\":3,\"\xf0\x90\x80\x80\":2,"
 	    "\"\xf4\x8f\xbf\xbf\":1}");
-	/* A prefix sorts first; NUL is an ordinary code unit. */
-	CANON("{\"ab\":1,\"a\":2,\"a\\u0000\":3,\"\":4,\"B\":5}",
-	    "{\"\":4,\"B\":5,\"a\":2,\"a\\u0000\":3,\"ab\":1}");
+	/* A prefix sorts first; U+0001 is an ordinary code unit. */
+	CANON("{\"ab\":1,\"a\":2,\"a\\u0001\":3,\"\":4,\"B\":5}",
+	    "{\"\":4,\"B\":5,\"a\":2,\"a\\u0001\":3,\"ab\":1}");
 }
 
 static void
@@ -272,7 +282,9 @@ test_strings(void)
 	CANON("\"\\u0041\"", "\"A\"");
 	CANON("\"\\u001f\"", "\"\\u001f\"");
 	CANON("\"\\u001F\"", "\"\\u001f\"");
-	CANON("\"\\u0000\"", "\"\\u0000\"");
+	CANON("\"\\u0001\"", "\"\\u0001\"");
+	/* An escaped backslash, then "u0000": no NUL in that. */
+	CANON("\"\\\\u0000\"", "\"\\\\u0000\"");
 	CANON("\"\\u0008\\u0009\\u000a\\u000c\\u000d\"", "\"\\b\\t\\n\\f\\r\"");
 	CANON("\"\\b\\f\\n\\r\\t\"", "\"\\b\\f\\n\\r\\t\"");
 	CANON("\"\\/\"", "\"/\"");
@@ -369,9 +381,6 @@ test_rejects(void)
 	REJECT("[\"\\u12\"]", "invalid JSON at byte");
 	REJECT("[\"a\tb\"]", "invalid JSON at byte");
 	REJECT("[\"a\nb\"]", "invalid JSON at byte");
-	REJECT("[\"a\0b\"]", "invalid JSON at byte");
-	REJECT("[1]\0", "invalid JSON at byte");
-	REJECT("\0", "invalid JSON at byte");
 	REJECT("\xef\xbb\xbf[1]", "invalid JSON at byte");
 
 	/* Not UTF-8, or not Unicode, raw: yajl's lexer catches bad lead and
@@ -417,9 +426,10 @@ test_rejects(void)
 static void
 test_depth(void)
 {
-	char	*s;
-	clock_t	 t0;
-	double	 secs;
+	struct idem_jcs_limits	 deep = { 1000000, 1000000 };
+	char			*s;
+	clock_t			 t0;
+	double			 secs;
 
 	s = nest(IDEM_JSON_MAX_DEPTH, "[", "", "]");
 	TAP_OK(strcmp(canon(s), s) == 0, "64 nested arrays accepted");
@@ -465,8 +475,8 @@ test_depth(void)
 
 	/* Very deep but allowed: emitting and freeing must not recurse. */
 	s = nest(200000, "[", "", "]");
-	TAP_OK(strcmp(canon_n(s, strlen(s), 1000000), s) == 0,
-	    "200000 nested arrays with a high limit");
+	TAP_OK(strcmp(canon_lim(s, strlen(s), &deep), s) == 0,
+	    "200000 nested arrays with high limits");
 	free(s);
 }
 
@@ -494,26 +504,121 @@ test_big(void)
 	idem_buf_free(&in);
 }
 
+/*
+ * Handlers read C strings: any U+0000, escaped or raw, in a string or a
+ * member name is refused, with the reason, so that what they see is
+ * exactly what was fingerprinted.
+ */
+static void
+test_nul(void)
+{
+	static const struct {
+		const char	*in;
+		size_t		 len;
+		const char	*why;
+	} t[] = {
+#define T(s, why)	{ s, sizeof(s) - 1, why }
+		T("\"\\u0000\"", "U+0000 (\\u0000) in a string"),
+		T("[\"a\",[\"\\u0000\"]]", "U+0000 (\\u0000) in a string"),
+		T("{\"description\":\"ok\\u0000HIDDEN\"}",
+		    "U+0000 (\\u0000) in a string"),
+		T("{\"metadata\":{\"a\\u0000x\":\"1\",\"a\\u0000y\":\"2\"}}",
+		    "U+0000 (\\u0000) in a member name"),
+		T("{\"amount\\u0000junk\":1}",
+		    "U+0000 (\\u0000) in a member name"),
+		T("{\"\\u0000\":1}", "U+0000 (\\u0000) in a member name"),
+		T("\"\\u0000\\u0000\"", "U+0000 (\\u0000) in a string"),
+		T("[\"a\0b\"]", "NUL byte in the JSON text"),
+		T("{\"a\0\":1}", "NUL byte in the JSON text"),
+		T("[1]\0", "NUL byte in the JSON text"),
+		T("\0[1]", "NUL byte in the JSON text"),
+		T("\0", "NUL byte in the JSON text"),
+#undef T
+	};
+	size_t	 i;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		TAP_STREQ(canon_n(t[i].in, t[i].len, IDEM_JSON_MAX_DEPTH),
+		    "ERR", "NUL refused: case %zu", i);
+		TAP_OK(last_rc == IDEM_JCS_INVALID && strcmp(err, t[i].why)
+		    == 0, "  as invalid, because \"%s\" (%s)", t[i].why, err);
+	}
+}
+
+/* The cap on values counts every member value and element, and the top. */
+static void
+test_max_values(void)
+{
+	static const struct {
+		const char		*in;
+		size_t			 max;
+		enum idem_jcs_result	 want;
+	} t[] = {
+		{ "1", 1, IDEM_JCS_OK },
+		{ "[]", 1, IDEM_JCS_OK },
+		{ "[0]", 1, IDEM_JCS_TOO_MANY },
+		{ "[0]", 2, IDEM_JCS_OK },
+		{ "[0,0,0]", 3, IDEM_JCS_TOO_MANY },
+		{ "[0,0,0]", 4, IDEM_JCS_OK },
+		{ "{\"a\":1,\"b\":2}", 2, IDEM_JCS_TOO_MANY },
+		{ "{\"a\":1,\"b\":2}", 3, IDEM_JCS_OK },
+		{ "[[[]]]", 2, IDEM_JCS_TOO_MANY },
+		{ "[[[]]]", 3, IDEM_JCS_OK },
+		{ "{\"a\":{\"b\":[null,true]}}", 4, IDEM_JCS_TOO_MANY },
+		{ "{\"a\":{\"b\":[null,true]}}", 5, IDEM_JCS_OK },
+		/* invalid before the cap: the first reason found wins */
+		{ "[0,]", 10, IDEM_JCS_INVALID },
+	};
+	struct idem_jcs_limits	 lim = { IDEM_JSON_MAX_DEPTH, 0 };
+	struct idem_buf		 big = { NULL, 0, 0 };
+	size_t			 i;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		lim.max_values = t[i].max;
+		canon_lim(t[i].in, strlen(t[i].in), &lim);
+		TAP_OK(last_rc == t[i].want, "%s with at most %zu values: %d "
+		    "(%s)", t[i].in, t[i].max, (int)last_rc, err);
+	}
+	lim.max_values = 2;
+	canon_lim("[1,2]", 5, &lim);
+	TAP_STREQ(err, "more than 2 JSON values (members and array "
+	    "elements)", "the reason names the cap");
+
+	/* A 1 MiB array of zeros stops at the default cap. */
+	idem_buf_addc(&big, '[');
+	while (big.len < (1u << 20) - 2)
+		idem_buf_adds(&big, "0,");
+	idem_buf_adds(&big, "0]");
+	lim.max_values = IDEM_JSON_MAX_VALUES;
+	TAP_STREQ(canon_lim(big.p, big.len, &lim), "ERR",
+	    "1 MiB [0,0,...] refused");
+	TAP_OK(last_rc == IDEM_JCS_TOO_MANY && out.len == 0,
+	    "  as too many values, nothing written");
+	idem_buf_free(&big);
+}
+
 static void
 test_output_buffer(void)
 {
-	struct idem_buf	 b = { NULL, 0, 0 };
+	struct idem_buf		 b = { NULL, 0, 0 };
+	struct idem_jcs_limits	 lim = { IDEM_JSON_MAX_DEPTH,
+				     IDEM_JSON_MAX_VALUES };
 
 	idem_buf_adds(&b, "pre:");
 	TAP_OK(idem_jcs_canonicalize("{\"b\":1,\"a\":2}", 13,
-	    IDEM_JSON_MAX_DEPTH, &b, err, sizeof(err)) == 0 &&
+	    &lim, &b, err, sizeof(err)) == IDEM_JCS_OK &&
 	    strcmp(b.p, "pre:{\"a\":2,\"b\":1}") == 0, "output is appended");
-	TAP_OK(idem_jcs_canonicalize("[1,", 3, IDEM_JSON_MAX_DEPTH, &b,
-	    err, sizeof(err)) == -1 &&
+	TAP_OK(idem_jcs_canonicalize("[1,", 3, &lim, &b,
+	    err, sizeof(err)) == IDEM_JCS_INVALID &&
 	    strcmp(b.p, "pre:{\"a\":2,\"b\":1}") == 0,
 	    "failure leaves the output alone");
-	TAP_OK(idem_jcs_canonicalize("[1,", 3, IDEM_JSON_MAX_DEPTH, &b,
-	    NULL, 0) == -1, "err may be NULL");
+	TAP_OK(idem_jcs_canonicalize("[1,", 3, &lim, &b,
+	    NULL, 0) == IDEM_JCS_INVALID, "err may be NULL");
 	TAP_OK(idem_jcs_canonicalize("{\"a\":1,\"a\":1}", 13,
-	    IDEM_JSON_MAX_DEPTH, &b, err, 5) == -1 && strlen(err) == 4,
+	    &lim, &b, err, 5) == IDEM_JCS_INVALID && strlen(err) == 4,
 	    "err is truncated to errlen");
-	TAP_OK(idem_jcs_canonicalize("[1] trailing", 3, IDEM_JSON_MAX_DEPTH,
-	    &b, err, sizeof(err)) == 0 &&
+	TAP_OK(idem_jcs_canonicalize("[1] trailing", 3, &lim,
+	    &b, err, sizeof(err)) == IDEM_JCS_OK &&
 	    strcmp(b.p, "pre:{\"a\":2,\"b\":1}[1]") == 0,
 	    "only len bytes read");
 	idem_buf_free(&b);
@@ -527,7 +632,7 @@ test_idempotent(void)
 		    "\"a\":true}",
 		"[\"\\ud83d\\ude00\",\"\\/\\\"\\\\\",-0,1e21,1e-7,0.000001]",
 		"{\"\\ufb33\":1,\"\\ud83d\\ude00\":2,\"\\u20ac\":3,\"\\r\":4}",
-		"\"\\u0000\\u007f\\u0080\"",
+		"\"\\u0001\\u007f\\u0080\"",
 		"  123.456e-2  ",
 		"{\"a\":{\"b\":{\"c\":[[[]]]}}}",
 	};
@@ -558,7 +663,9 @@ test_locale(void)
 	/* The fingerprint must not depend on LC_NUMERIC. */
 	if (setlocale(LC_NUMERIC, "de_DE.UTF-8") == NULL &&
 	    setlocale(LC_NUMERIC, "fr_FR.UTF-8") == NULL) {
-		TAP_OK(1, "numbers under a comma locale # SKIP none installed");
+		TAP_OK(1, "numbers under a comma locale # SKIP neither "
+		    "de_DE.UTF-8 nor fr_FR.UTF-8 is installed (as root, the "
+		    "scripts generate de_DE.UTF-8: tests/lib/deps.sh)");
 		return;
 	}
 	NUM("1.5", "1.5");
@@ -578,6 +685,8 @@ main(void)
 	test_rejects();
 	test_depth();
 	test_big();
+	test_nul();
+	test_max_values();
 	test_output_buffer();
 	test_idempotent();
 	test_locale();

@@ -1,0 +1,180 @@
+/*
+ * test_request.c - unit tests for the request boundary outside JSON: the
+ * lifetime of idem_req_query() results, the escaping of the access log
+ * line, and the cache of confirmed API secrets (auth.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yajl/yajl_tree.h>
+
+#include "private.h"
+#include "tap.h"
+
+/* Each result stays what it was while others are asked for. */
+static void
+test_query_lifetime(void)
+{
+	idem_req	 req;
+	const char	*a, *b, *c, *a2, *e;
+	char		 q[] = "a=1&b=two%20words&c=%41%42&nul=x%00y&e=";
+
+	memset(&req, 0, sizeof(req));
+	req.query = q;
+	a = idem_req_query(&req, "a");
+	b = idem_req_query(&req, "b");
+	c = idem_req_query(&req, "c");
+	TAP_STREQ(a, "1", "a is still \"1\" after two more lookups");
+	TAP_STREQ(b, "two words", "b is still decoded after another lookup");
+	TAP_STREQ(c, "AB", "c decoded");
+	a2 = idem_req_query(&req, "a");
+	TAP_OK(a2 == a, "asking again returns the same string");
+	TAP_OK(idem_req_query(&req, "missing") == NULL, "absent: NULL");
+	TAP_STREQ(idem_req_query(&req, "nul"), "", "decoded NUL: refused, \"\"");
+	e = idem_req_query(&req, "e");
+	TAP_STREQ(e, "", "empty value: \"\"");
+	TAP_STREQ(a, "1", "a is still \"1\" at the end");
+	TAP_STREQ(b, "two words", "b is still decoded at the end");
+	idem_req_query_free(&req);
+	TAP_OK(req.qvals == NULL, "the request's results are freed");
+
+	req.query = NULL;
+	TAP_OK(idem_req_query(&req, "a") == NULL, "no query: NULL");
+}
+
+/* The line is JSON, and the method comes back as it was sent. */
+static void
+test_log_escaping(void)
+{
+	static const char *const methods[] = {
+		"PO\"ST", "GE\\T", "A\nB", "\x01\x1f", "POST", "{\"x\":1}",
+	};
+	const char	*path[] = { "method", NULL };
+	const char	*rid[] = { "request_id", NULL };
+	idem_req	 req;
+	struct idem_buf	 b;
+	yajl_val	 doc, v;
+	char		 yerr[128];
+	size_t		 i;
+
+	for (i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+		memset(&req, 0, sizeof(req));
+		memset(&b, 0, sizeof(b));
+		snprintf(req.method, sizeof(req.method), "%s", methods[i]);
+		strcpy(req.request_id, "0123456789abcdef");
+		req.status = 400;
+		req.outcome = IDEM_OUT_REJECTED;
+		idem_log_request_line(&req, 1234, &b);
+		TAP_OK(b.len > 0 && b.p[b.len - 1] == '\n' &&
+		    memchr(b.p, '\n', b.len - 1) == NULL,
+		    "method %zu: one line", i);
+		idem_buf_nul(&b);
+		doc = yajl_tree_parse(b.p, yerr, sizeof(yerr));
+		TAP_OK(doc != NULL, "method %zu: the line is JSON (%s)", i,
+		    doc == NULL ? yerr : "ok");
+		v = doc != NULL ? yajl_tree_get(doc, path, yajl_t_string) :
+		    NULL;
+		TAP_STREQ(v != NULL ? YAJL_GET_STRING(v) : NULL, methods[i],
+		    "method %zu: logged as sent", i);
+		v = doc != NULL ? yajl_tree_get(doc, rid, yajl_t_string) : NULL;
+		TAP_STREQ(v != NULL ? YAJL_GET_STRING(v) : NULL,
+		    "0123456789abcdef", "method %zu: request_id", i);
+		if (doc != NULL)
+			yajl_tree_free(doc);
+		idem_buf_free(&b);
+	}
+}
+
+/* What one slot says about a secret's hash at a given time. */
+static void
+test_authc_state(void)
+{
+	static const unsigned char	 h1[32] = { 1, 2, 3 }, h2[32] = { 9 };
+	static const struct {
+		const unsigned char	*slot_hash;
+		int64_t			 tenant;
+		long long		 expires, now;
+		const unsigned char	*asked;
+		enum idem_authc_state	 want;
+		const char		*what;
+	} t[] = {
+		{ h1, 0, 0, 0, h1, IDEM_AUTHC_ABSENT, "empty slot" },
+		{ h1, 0, 5000, 10, h1, IDEM_AUTHC_ABSENT,
+		    "no tenant: empty, whatever the time" },
+		{ h1, 7, 5000, 10, h1, IDEM_AUTHC_FRESH, "same hash, in time" },
+		{ h1, 7, 5000, 4999, h1, IDEM_AUTHC_FRESH, "1 ms before" },
+		{ h1, 7, 5000, 5000, h1, IDEM_AUTHC_STALE, "at the expiry" },
+		{ h1, 7, 5000, 90000, h1, IDEM_AUTHC_STALE, "long after" },
+		{ h1, 7, 5000, 10, h2, IDEM_AUTHC_ABSENT, "another secret's" },
+		{ h2, 7, 5000, 10, h1, IDEM_AUTHC_ABSENT, "another's, reversed" },
+	};
+	struct idem_authc_entry	 e;
+	size_t			 i;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		memcpy(e.hash, t[i].slot_hash, 32);
+		e.tenant = t[i].tenant;
+		e.expires_ms = t[i].expires;
+		TAP_OK(idem_authc_state(&e, t[i].asked, t[i].now) == t[i].want,
+		    "authc state: %s", t[i].what);
+	}
+}
+
+/* put / get / forget through the cache itself. */
+static void
+test_authc_cache(void)
+{
+	unsigned char		 h[32], other[32];
+	struct idem_authc	*c;
+	long long		 t0 = 1000000;
+
+	memset(h, 0xab, sizeof(h));
+	memcpy(other, h, sizeof(other));
+	other[31] ^= 1;		/* same slot, another secret */
+	if ((c = idem_authc_new()) == NULL) {
+		TAP_OK(0, "idem_authc_new");
+		return;
+	}
+	TAP_OK(idem_authc_get(c, h, t0) == IDEM_AUTHC_ABSENT, "new: absent");
+	idem_authc_put(c, h, 42, t0);
+	TAP_OK(idem_authc_get(c, h, t0 + 1) == IDEM_AUTHC_FRESH,
+	    "put: fresh");
+	TAP_OK(idem_authc_get(c, h, t0 + IDEM_AUTH_CACHE_MS - 1) ==
+	    IDEM_AUTHC_FRESH, "fresh until the expiry");
+	TAP_OK(idem_authc_get(c, h, t0 + IDEM_AUTH_CACHE_MS) ==
+	    IDEM_AUTHC_STALE, "stale IDEM_AUTH_CACHE_MS after confirmation");
+	TAP_OK(idem_authc_get(c, other, t0 + 1) == IDEM_AUTHC_ABSENT,
+	    "another secret in the same slot is not taken for it");
+	/* An older confirmation does not shorten a newer one. */
+	idem_authc_put(c, h, 42, t0 + 3000);
+	idem_authc_put(c, h, 42, t0);
+	TAP_OK(idem_authc_get(c, h, t0 + IDEM_AUTH_CACHE_MS + 10) ==
+	    IDEM_AUTHC_FRESH, "the later confirmation's expiry wins");
+	idem_authc_forget(c, other);
+	TAP_OK(idem_authc_get(c, h, t0 + 1) == IDEM_AUTHC_FRESH,
+	    "forgetting another secret leaves it");
+	idem_authc_forget(c, h);
+	TAP_OK(idem_authc_get(c, h, t0 + 1) == IDEM_AUTHC_ABSENT,
+	    "forget: absent at once (revocation seen by flight 1)");
+	idem_authc_put(c, h, 0, t0);
+	TAP_OK(idem_authc_get(c, h, t0 + 1) == IDEM_AUTHC_ABSENT,
+	    "tenant 0 is never cached");
+	idem_authc_free(c);
+
+	/* No cache (out of memory at start): always ask the database. */
+	TAP_OK(idem_authc_get(NULL, h, t0) == IDEM_AUTHC_ABSENT,
+	    "no cache: absent");
+	idem_authc_put(NULL, h, 1, t0);
+	idem_authc_forget(NULL, h);
+}
+
+int
+main(void)
+{
+	test_query_lifetime();
+	test_log_escaping();
+	test_authc_state();
+	test_authc_cache();
+	return TAP_DONE();
+}
