@@ -84,17 +84,7 @@ complete_one(idem_app *app, const PGresult *r, int row)
 	    req.method, req.path, rc == 1 ? "completed" : "not completed",
 	    req.status);
 out:
-	if (req.db != NULL)
-		idem_pool_release(app->pool, req.db);
-	idem_resp_reset(&req);
-	idem_buf_free(&req.resp);
-	idem_buf_free(&req.canon);
-	if (req.json != NULL)
-		yajl_tree_free(req.json);
-	idem_params_free(&req.params);
-	idem_defer_free(&req);
-	free(req.path);
-	free(req.body);
+	idem_req_release(&req);
 	return rc;
 }
 

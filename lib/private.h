@@ -173,6 +173,8 @@ struct idem_req {
 
 /* request.c: read the FastCGI request into req, then answer it. */
 void	idem_request_handle(idem_app *app, FCGX_Request *fcgi);
+/* Free everything a request holds and give its connection back. */
+void	idem_req_release(idem_req *req);
 void	idem_resp_reset(idem_req *req);
 void	idem_defer_free(idem_req *req);
 /* Free what idem_req_query() returned (at the end of the request). */

@@ -637,15 +637,26 @@ idem_request_handle(idem_app *app, FCGX_Request *fcgi)
 		idem_pool_release(app->pool, req.db);
 	req.db = NULL;
 	idem_log_request(&req, now_us() - t0);
-	idem_resp_reset(&req);
-	idem_buf_free(&req.resp);
-	idem_buf_free(&req.canon);
-	if (req.json != NULL)
-		yajl_tree_free(req.json);
-	idem_params_free(&req.params);
-	idem_defer_free(&req);
-	idem_req_query_free(&req);
-	free(req.path);
-	free(req.query);
-	free(req.body);
+	idem_req_release(&req);
+}
+
+void
+idem_req_release(idem_req *req)
+{
+	if (req->db != NULL)
+		idem_pool_release(req->app->pool, req->db);
+	req->db = NULL;
+	idem_resp_reset(req);
+	idem_buf_free(&req->resp);
+	idem_buf_free(&req->canon);
+	if (req->json != NULL)
+		yajl_tree_free(req->json);
+	req->json = NULL;
+	idem_params_free(&req->params);
+	idem_defer_free(req);
+	idem_req_query_free(req);
+	free(req->path);
+	free(req->query);
+	free(req->body);
+	req->path = req->query = req->body = NULL;
 }

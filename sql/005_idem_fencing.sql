@@ -38,25 +38,24 @@ $$;
 
 DROP FUNCTION idem_claim(bytea, text, text, text, bytea, bigint, bigint,
     bigint, boolean);
-DROP FUNCTION idem_complete(bigint, text, text, text, bytea, bigint,
-    integer, jsonb, bytea);
 DROP FUNCTION idem_put(bigint, text, text, text, bytea, bigint, text,
     integer, jsonb, bytea);
 
--- idem_put: the one statement that writes a new record, in progress (with
--- a new lease token, leased for p_lease_ms, at 'started') or completed (with
--- its response), or replaces a free one (idem_free) of the same key under a
+-- idem_put: the one statement that writes a new record, in progress
+-- (leased by p_token for p_lease_ms, at 'started') or completed (with its
+-- response), or replaces a free one (idem_free) of the same key under a
 -- new id.  Returns the id, or NULL when a record that is not free is in the
--- way.  Only for callers that hold the key's advisory lock.
+-- way.  Only for callers that hold the key's advisory lock.  (The new
+-- parameters have defaults, so idem_complete() calls it unchanged.)
 CREATE FUNCTION idem_put(p_tenant bigint, p_key text, p_method text,
     p_path text, p_fpr bytea, p_ttl_ms bigint, p_state text,
     p_status integer, p_headers jsonb, p_body bytea,
     p_lease_ms bigint DEFAULT NULL, p_request bytea DEFAULT NULL,
-    OUT id bigint, OUT token uuid)
+    p_token uuid DEFAULT NULL)
+RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-	v_token uuid := CASE p_state WHEN 'in_progress' THEN gen_random_uuid()
-	    END;
+	v_id bigint;
 BEGIN
 	INSERT INTO idempotency_keys AS k (api_key_id, key, request_method,
 	    request_path, request_fingerprint, state, recovery_point,
@@ -65,7 +64,7 @@ BEGIN
 	  VALUES (p_tenant, p_key, p_method, p_path, p_fpr, p_state,
 	    CASE p_state WHEN 'completed' THEN 'finished' ELSE 'started' END,
 	    p_status, p_headers, p_body,
-	    CASE p_state WHEN 'in_progress' THEN now() END, v_token,
+	    CASE p_state WHEN 'in_progress' THEN now() END, p_token,
 	    CASE p_state WHEN 'in_progress' THEN
 	      now() + p_lease_ms * interval '1 millisecond' END,
 	    p_request, now(), now() + p_ttl_ms * interval '1 millisecond')
@@ -83,8 +82,8 @@ BEGIN
 	    request_body = EXCLUDED.request_body, created_at = now(),
 	    expires_at = EXCLUDED.expires_at
 	  WHERE idem_free(k)
-	  RETURNING k.id INTO id;
-	token := CASE WHEN id IS NOT NULL THEN v_token END;
+	  RETURNING k.id INTO v_id;
+	RETURN v_id;
 END
 $$;
 
@@ -154,9 +153,13 @@ BEGIN
 	END LOOP;
 	claimed := v_free;
 	IF claimed AND p_phased THEN
-		SELECT p.id, p.token INTO inserted, token FROM idem_put(tenant,
-		    p_key, p_method, p_path, p_fpr, p_ttl_ms, 'in_progress',
-		    NULL, NULL, NULL, p_lease_ms, p_request) p;
+		token := gen_random_uuid();
+		inserted := idem_put(tenant, p_key, p_method, p_path, p_fpr,
+		    p_ttl_ms, 'in_progress', NULL, NULL, NULL, p_lease_ms,
+		    p_request, token);
+		IF inserted IS NULL THEN
+			token := NULL;
+		END IF;
 	ELSIF NOT claimed THEN
 		-- The takeover: a new owner, fenced against the old one.
 		UPDATE idempotency_keys k SET lease_token = gen_random_uuid(),
@@ -168,31 +171,6 @@ BEGIN
 		taken := token IS NOT NULL;
 	END IF;
 	RETURN NEXT;
-END
-$$;
-
--- idem_complete: flight 2 of an atomic route, after the handler's own
--- statements and before COMMIT.  Writes the record once, completed with
--- the response (or replaces a free one), and returns its id.  The caller
--- holds the key's advisory lock and idem_claim() saw a free record, so
--- anything else is raised as a serialisation failure: the transaction, the
--- handler's effect included, rolls back and the client is told to retry
--- (which then replays).
-CREATE FUNCTION idem_complete(p_tenant bigint, p_key text, p_method text,
-    p_path text, p_fpr bytea, p_ttl_ms bigint, p_status integer,
-    p_headers jsonb, p_body bytea)
-RETURNS bigint
-LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-	v_id bigint;
-BEGIN
-	SELECT p.id INTO v_id FROM idem_put(p_tenant, p_key, p_method, p_path,
-	    p_fpr, p_ttl_ms, 'completed', p_status, p_headers, p_body) p;
-	IF v_id IS NULL THEN
-		RAISE EXCEPTION 'idempotency key record changed under its lock'
-		    USING ERRCODE = 'serialization_failure';
-	END IF;
-	RETURN v_id;
 END
 $$;
 
