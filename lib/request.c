@@ -625,7 +625,10 @@ idem_request_handle(idem_app *app, FCGX_Request *fcgi)
 			run_plain(&req);
 	} else if (req.route != NULL &&
 	    (req.route->flags & IDEM_ROUTE_IDEMPOTENT))
-		req.outcome = IDEM_OUT_REJECTED;
+		/* A 503 of the secret's lookup is the database's, not the
+		 * client's. */
+		req.outcome = req.status >= 500 ? IDEM_OUT_ERROR :
+		    IDEM_OUT_REJECTED;
 	if (req.status == 0)
 		idem_resp_problem(&req, IDEM_P_INTERNAL, "no response");
 	/* Counted before the client can read the answer and scrape. */

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -241,6 +242,23 @@ listen_socket(const char *addr)
 	return -1;
 }
 
+/*
+ * Bodies, canonical forms and their trees are large and short-lived.
+ * glibc raises its mmap threshold after the first large free, and each
+ * worker thread's arena then keeps up to twice that: with N threads, N
+ * copies of max_body-sized garbage stay resident.  Fixed thresholds (and
+ * few arenas) give large blocks back to the system when a request ends.
+ */
+static void
+bound_heap(void)
+{
+#ifdef M_MMAP_THRESHOLD
+	mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+	mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+	mallopt(M_ARENA_MAX, 2);
+#endif
+}
+
 int
 idem_runtime_run(idem_app *app, const char *addr)
 {
@@ -266,6 +284,7 @@ idem_runtime_run(idem_app *app, const char *addr)
 	sigaddset(&set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);	/* inherited by threads */
 
+	bound_heap();
 	if (FCGX_Init() != 0)
 		return 1;
 	memset(&rt, 0, sizeof(rt));

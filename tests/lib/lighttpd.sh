@@ -16,6 +16,14 @@
 # Requires tests/lib/common.sh.
 
 LIGHTTPD_PID=
+# The shipped sample, whose header rule every generated config copies.
+LIGHTTPD_SAMPLE=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/conf/lighttpd.conf
+
+# The sample's rule against other spellings of Idempotency-Key (from
+# "server.http-parseopts" to the closing ")" of its setenv list).
+lighttpd_header_rule() {
+	sed -n '/^server\.http-parseopts/,/^)$/p' "$LIGHTTPD_SAMPLE"
+}
 
 lighttpd_write_conf() {
 	local conf=$1 dir=$2 port=$3; shift 3
@@ -27,8 +35,9 @@ lighttpd_write_conf() {
 	cat >"$conf" <<EOF
 # generated for one run; see conf/lighttpd.conf for a commented sample
 server.modules       = ( "mod_setenv", "mod_fastcgi" )
-# lighttpd would pass "Idempotency_Key" as HTTP_IDEMPOTENCY_KEY: drop it.
-setenv.set-request-header = ( "Idempotency_Key" => "" )
+# lighttpd would pass "Idempotency.Key" and the like as
+# HTTP_IDEMPOTENCY_KEY: the sample's rule drops them.
+$(lighttpd_header_rule)
 server.bind          = "127.0.0.1"
 server.port          = $port
 server.document-root = "$dir/www"
