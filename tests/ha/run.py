@@ -402,7 +402,7 @@ def check_recovery(sc, cid, load, marks, what, db, old=None, new=None):
     fig = {"event": what, "failed answers": nfail,
            "first success": took, "gap": gap, "slowest": slowest}
     diag = ["first success%s %s after the event (target <= %.0fs); write "
-            "gap %s; %d answers were 503/409; slowest answer %.2fs "
+            "gap %s; %d answers not 201; slowest answer %.2fs "
             "(bound %.0fs)" % (
                 " on the new primary (%s)" % new.name if new else "",
                 "%.2fs" % took if took is not None else "never", target,
@@ -448,7 +448,7 @@ def event_checks(ctx, sc, load, marks, what, old=None, new=None):
     ctx.loads.append(load)
     ctx.tap.note("figures: %s: lost %d, duplicated %d, 5xx other than 503 "
                  "%d, first success %s after the event (write gap %s, %d "
-                 "answers 503/409, slowest %.2fs)" % (
+                 "answers not 201, slowest %.2fs)" % (
                      what, lost, dup, n500,
                      "%.2fs" % fig["first success"]
                      if fig["first success"] is not None else "never",
