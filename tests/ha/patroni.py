@@ -8,8 +8,8 @@ Patroni's own).  A node's postmaster is not Patroni's child: cleanup
 kills both, and the postmaster's orphaned backends, found by the
 cluster name (the run's unique scope) in their process titles.
 
-Standard library only: the Patroni configs are written as JSON, which is
-YAML too.
+Standard library only (and PyYAML, which Patroni needs, to read the
+sample): the node configs are written as JSON, which is YAML too.
 """
 
 import json
@@ -24,12 +24,19 @@ import urllib.request
 from fx import SetupError, is_root, wait_until
 from harness import DB, free_port, pid_running
 
-# The timings the suite is specified with (Patroni's rule: ttl >=
-# loop_wait + 2 * retry_timeout; retry_timeout 1 makes a loaded leader
-# demote itself, "DCS is not accessible").
-DCS = {"ttl": 5, "loop_wait": 1, "retry_timeout": 2,
-       "maximum_lag_on_failover": 1048576,
-       "synchronous_mode": True, "synchronous_mode_strict": False}
+# The settings of bootstrap.dcs that matter for idem: the suite takes them
+# from conf/patroni.yml, so that the sample is what is tested.
+DCS_KEYS = ("ttl", "loop_wait", "retry_timeout", "maximum_lag_on_failover",
+            "synchronous_mode", "synchronous_mode_strict")
+
+
+def sample_dcs(path):
+    """DCS_KEYS of the sample's bootstrap.dcs (PyYAML comes with
+    Patroni)."""
+    import yaml
+    with open(path) as f:
+        dcs = yaml.safe_load(f)["bootstrap"]["dcs"]
+    return {k: dcs[k] for k in DCS_KEYS}
 
 
 def http_get(url, timeout=2.0):
@@ -154,7 +161,7 @@ class Node:
                         "connect_address": "127.0.0.1:%d" % self.api},
             "etcd3": {"hosts": "127.0.0.1:%d" % self.ha.etcd.client},
             "bootstrap": {
-                "dcs": dict(DCS, postgresql={
+                "dcs": dict(self.ha.dcs, postgresql={
                     "use_pg_rewind": True,
                     "parameters": {
                         "max_connections": 100,
@@ -271,8 +278,9 @@ class Node:
 class Ha:
     """etcd and the Patroni nodes of one run."""
 
-    def __init__(self, tmp, bindir, scope, nodes=3):
+    def __init__(self, tmp, bindir, scope, dcs, nodes=3):
         self.tmp = tmp
+        self.dcs = dcs
         self.bindir = bindir
         self.scope = scope
         self.procs = []
@@ -296,7 +304,11 @@ class Ha:
         return ps[0] if len(ps) == 1 else None
 
     def sync_standby(self):
-        ss = [n for n in self.nodes if n.alive() and n.rest("/sync") == 200]
+        """The synchronous standby in the DCS (what Patroni promotes),
+        or None unless exactly one."""
+        names = [m["name"] for m in self.members()
+                 if m.get("role") == "sync_standby"]
+        ss = [n for n in self.nodes if n.alive() and [n.name] == names]
         return ss[0] if ss else None
 
     def members(self):
@@ -318,7 +330,7 @@ class Ha:
         sync = [m for m in ms if m.get("role") == "sync_standby"
                 and m.get("state") in ("streaming", "running")]
         up = [m for m in ms if m.get("state") in ("running", "streaming")]
-        if len(lead) != 1 or not sync or len(up) < count:
+        if len(lead) != 1 or len(sync) != 1 or len(up) < count:
             return False
         p = self.primary()
         return p is not None and p.db.scalar(

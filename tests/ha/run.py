@@ -46,8 +46,14 @@ THREADS = 4                 # client threads: the machine has 2 CPUs
 WARM = 20                   # fresh creates before an event
 AFTER = 40                  # fresh creates after it, before the checks
 KEY_DEADLINE = 30           # a key retried for at most this long
-# The targets with ttl 5, loop_wait 1, retry_timeout 2.
-TARGET = {"switchover": 3.0, "failover": 7.0, "rolling restart": 1.0}
+# Targets for the time to the first success, with ttl 5, loop_wait 1,
+# retry_timeout 2, and what it is measured from.  A switchover is timed
+# from the old primary's last acknowledged write: patronictl's own start
+# (~0.7 s idle, 2.5 s under this load) and Patroni's checks before it
+# demotes the primary cost clients nothing, writes go on meanwhile.  A
+# failover is timed from the kill.
+TARGET = {"switchover": (3.0, "gap"), "failover": (7.0, "event"),
+          "rolling restart": (1.0, "event")}
 # No answer waits for a TCP timeout: acquire_timeout 2 s + a libpq
 # connect attempt (connect_timeout 2 s) + slack.
 SLOWEST = 6.0
@@ -396,19 +402,21 @@ def recovery(load, marks, db, old, new):
 
 def check_recovery(sc, cid, load, marks, what, db, old=None, new=None):
     took, gap, nfail = recovery(load, marks, db, old, new)
-    target = TARGET[what]
+    target, basis = TARGET[what]
+    measured = took if basis == "event" else gap
     slowest = max((a.elapsed for a in load.answers()
                    if a.t1 >= marks["t_event"]), default=0.0)
     fig = {"event": what, "failed answers": nfail,
            "first success": took, "gap": gap, "slowest": slowest}
-    diag = ["first success%s %s after the event (target <= %.0fs); write "
-            "gap %s; %d answers not 201; slowest answer %.2fs "
-            "(bound %.0fs)" % (
+    diag = ["first success%s %s after the event, %s after the last write "
+            "on the old primary (target <= %.0fs after %s); %d answers "
+            "not 201; slowest answer %.2fs (bound %.0fs)" % (
                 " on the new primary (%s)" % new.name if new else "",
-                "%.2fs" % took if took is not None else "never", target,
-                "%.2fs" % gap if gap is not None else "-", nfail,
+                "%.2fs" % took if took is not None else "never",
+                "%.2fs" % gap if gap is not None else "-", target,
+                "the event" if basis == "event" else "that write", nfail,
                 slowest, SLOWEST)]
-    sc.report(cid, took is not None and took <= target and
+    sc.report(cid, measured is not None and measured <= target and
               slowest <= SLOWEST, diag)
     return fig
 
@@ -483,14 +491,15 @@ def e_failover(ctx, sc):
     ctx.ha.wait_healthy(2, 60)
     new = ctx.ha.primary()
     left = old.postmaster_pid() is None and not old.alive()
-    ok = new is not None and new is sync and left and \
-        ctx.ha.sync_standby() is not None
+    now_sync = ctx.ha.sync_standby()
+    ok = new is not None and new is sync and left and now_sync is not None
     sc.report("1", ok, [
         "killed %s (postmaster and Patroni: %s); promoted %s (the "
         "synchronous standby was %s); synchronous standby now %s" % (
             old.name, "gone" if left else "STILL RUNNING",
             new.name if new else None, sync.name if sync else None,
-            getattr(ctx.ha.sync_standby(), "name", None))])
+            getattr(now_sync, "name", None))] + ([] if ok else [
+                "members: %s" % ctx.ha.members()]))
     event_checks(ctx, sc, load, marks, "failover", old, new)
 
 
@@ -554,8 +563,8 @@ def e_overall(ctx, sc):
 EVENT_CHECKS = [
     ("2", "every answer a 201 (a key's later 201s replays of its first) "
           "or an honest 503/409 with Retry-After: no 500, no 502"),
-    ("3", "first success within the target after the event; no answer "
-          "waited for a TCP timeout"),
+    ("3", "first success within the target (on the new primary, if any); "
+          "no answer waited for a TCP timeout"),
     ("4", "no acknowledged payment or refund lost on the primary, no key "
           "executed twice"),
 ]
@@ -683,7 +692,21 @@ def main():
             tap.line("1..0 # SKIP %s" % e)
             return 2
         scope = "idem-ha-" + uuid.uuid4().hex[:8]
-        ha = patroni.Ha(tmp, fixtures.pg_bindir, scope)
+        sample = os.path.join(srcdir, "conf", "patroni.yml")
+        try:
+            dcs = patroni.sample_dcs(sample)
+        except Exception as e:      # noqa: BLE001
+            tap.result(False, "conf/patroni.yml has bootstrap.dcs with %s"
+                       % ", ".join(patroni.DCS_KEYS), [repr(e)])
+            return 1
+        # the targets are the for these timings
+        want = dict(ttl=5, loop_wait=1, retry_timeout=2,
+                    synchronous_mode=True)
+        tap.result(all(dcs[k] == v for k, v in want.items()),
+                   "conf/patroni.yml, whose bootstrap.dcs this suite runs, "
+                   "has ttl 5, loop_wait 1, retry_timeout 2, "
+                   "synchronous_mode", ["%s: %s" % kv for kv in dcs.items()])
+        ha = patroni.Ha(tmp, fixtures.pg_bindir, scope, dcs)
         ctx = Ctx(fixtures, tap, ha, srcdir)
         tap.note("HA tests, run %s, scope %s, temp dir %s" % (F.RUN, scope,
                                                              tmp))
