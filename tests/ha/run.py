@@ -28,7 +28,6 @@ hc.py) and its answer and effect checks (tests/faults/run.py).
 import argparse
 import importlib.util
 import os
-import re
 import shutil
 import signal
 import subprocess
