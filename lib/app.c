@@ -150,7 +150,7 @@ complete_command(idem_app *app)
 		    app->name);
 		return 1;
 	}
-	if (rc == 1) {
+	if (rc == IDEM_RC_BUSY) {
 		printf("another process is completing; nothing done\n");
 		return 0;
 	}

@@ -9,16 +9,11 @@
  * third round trip for a known one.  The cache only lets a request get as
  * far as that: flight 1 (idem_claim()) still verifies the secret.
  */
-#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
 
 #include "private.h"
 
@@ -35,35 +30,7 @@ struct idem_authc {
 static long long
 mono_ms(void)
 {
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
-void
-idem_sha256(const void *p, size_t len, unsigned char out[32])
-{
-	unsigned int	n = 32;
-
-	EVP_Digest(p, len, out, &n, EVP_sha256(), NULL);
-}
-
-int
-idem_random_hex(char *out, size_t nbytes)
-{
-	static const char hex[] = "0123456789abcdef";
-	unsigned char	  r[64];
-	size_t		  i;
-
-	if (nbytes > sizeof(r) || RAND_bytes(r, (int)nbytes) != 1)
-		return -1;
-	for (i = 0; i < nbytes; i++) {
-		out[2 * i] = hex[r[i] >> 4];
-		out[2 * i + 1] = hex[r[i] & 0xf];
-	}
-	out[2 * nbytes] = '\0';
-	return 0;
+	return idem_now_us() / 1000;
 }
 
 int
@@ -82,7 +49,7 @@ idem_bearer_hash(idem_req *req)
 	for (i = 0; i < n; i++)
 		if (s[i] <= 0x20 || s[i] >= 0x7f)
 			return -1;
-	idem_sha256(s, n, req->tenant_hash);
+	idem_sha256(s, n, req->secret_hash);
 	return 0;
 }
 
@@ -92,7 +59,7 @@ enum idem_authc_state
 idem_authc_state(const struct idem_authc_entry *e,
     const unsigned char hash[32], long long now_ms)
 {
-	if (e->tenant == 0 || CRYPTO_memcmp(e->hash, hash, 32) != 0)
+	if (e->tenant == 0 || !idem_secret_eq(e->hash, hash, 32))
 		return IDEM_AUTHC_ABSENT;
 	return now_ms < e->expires_ms ? IDEM_AUTHC_FRESH : IDEM_AUTHC_STALE;
 }
@@ -170,7 +137,7 @@ idem_authc_forget(struct idem_authc *c, const unsigned char hash[32])
 		return;
 	pthread_mutex_lock(&c->mu);
 	e = authc_slot(c, hash);
-	if (CRYPTO_memcmp(e->hash, hash, 32) == 0)
+	if (idem_secret_eq(e->hash, hash, 32))
 		memset(e, 0, sizeof(*e));
 	pthread_mutex_unlock(&c->mu);
 }
@@ -191,7 +158,7 @@ idem_auth(idem_req *req)
 
 	if (idem_req_db(req) == NULL)
 		return IDEM_AUTH_UNAVAILABLE;
-	vals[0] = (const char *)req->tenant_hash;
+	vals[0] = (const char *)req->secret_hash;
 	lens[0] = 32;
 	/* Before the query: the entry must not outlive what it saw. */
 	t0 = mono_ms();
@@ -203,21 +170,18 @@ idem_auth(idem_req *req)
 		idem_log(IDEM_LOG_ERROR, "auth: %s", PQerrorMessage(req->db));
 		req->db_unavailable = 1;
 		rc = IDEM_AUTH_UNAVAILABLE;
-	} else if (PQntuples(r) == 1 && PQgetlength(r, 0, 1) == 32 &&
-	    PQgetlength(r, 0, 0) == 8 &&
-	    CRYPTO_memcmp(PQgetvalue(r, 0, 1), req->tenant_hash, 32) == 0) {
-		uint32_t hi, lo;
-		memcpy(&hi, PQgetvalue(r, 0, 0), 4);
-		memcpy(&lo, PQgetvalue(r, 0, 0) + 4, 4);
-		req->tenant = (int64_t)(((uint64_t)ntohl(hi) << 32) | ntohl(lo));
+	} else if (PQntuples(r) == 1 && PQgetlength(r, 0, 0) == 8 &&
+	    idem_secret_eq(req->secret_hash, PQgetvalue(r, 0, 1),
+	    (size_t)PQgetlength(r, 0, 1))) {
+		req->tenant = idem_pg_int8(r, 0, 0);
 		rc = IDEM_AUTH_OK;
 	}
 	PQclear(r);
 	if (rc == IDEM_AUTH_OK)
-		idem_authc_put(req->app->authc, req->tenant_hash, req->tenant,
+		idem_authc_put(req->app->authc, req->secret_hash, req->tenant,
 		    t0);
 	else if (rc == IDEM_AUTH_DENIED)
-		idem_authc_forget(req->app->authc, req->tenant_hash);
+		idem_authc_forget(req->app->authc, req->secret_hash);
 	return rc;
 }
 
@@ -227,7 +191,7 @@ idem_auth_precheck(idem_req *req)
 	if (idem_bearer_hash(req) == -1)
 		return IDEM_AUTH_DENIED;
 	req->auth_t0_ms = mono_ms();
-	if (idem_authc_get(req->app->authc, req->tenant_hash,
+	if (idem_authc_get(req->app->authc, req->secret_hash,
 	    req->auth_t0_ms) == IDEM_AUTHC_FRESH)
 		return IDEM_AUTH_OK;
 	return idem_auth(req);
@@ -237,10 +201,10 @@ void
 idem_auth_settle(idem_req *req)
 {
 	if (req->status == 401 && req->outcome == IDEM_OUT_REJECTED)
-		idem_authc_forget(req->app->authc, req->tenant_hash);
+		idem_authc_forget(req->app->authc, req->secret_hash);
 	else if (req->tenant != 0)
 		/* Flight 1 (or the precheck) found the secret valid after
 		 * auth_t0_ms. */
-		idem_authc_put(req->app->authc, req->tenant_hash, req->tenant,
+		idem_authc_put(req->app->authc, req->secret_hash, req->tenant,
 		    req->auth_t0_ms);
 }

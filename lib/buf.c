@@ -73,13 +73,26 @@ idem_buf_addf(struct idem_buf *b, const char *fmt, ...)
 	return 0;
 }
 
+static const char hexdigits[] = "0123456789abcdef";
+
+void
+idem_hex(const unsigned char *p, size_t n, char *out)
+{
+	size_t	i;
+
+	for (i = 0; i < n; i++) {
+		out[2 * i] = hexdigits[p[i] >> 4];
+		out[2 * i + 1] = hexdigits[p[i] & 0xf];
+	}
+	out[2 * n] = '\0';
+}
+
 int
 idem_buf_add_jstr(struct idem_buf *b, const char *s, size_t len)
 {
-	static const char hex[] = "0123456789abcdef";
 	size_t		  i;
 	unsigned char	  c;
-	char		  esc[6];
+	char		  esc[7];
 
 	if (idem_buf_addc(b, '"') == -1)
 		return -1;
@@ -97,8 +110,9 @@ idem_buf_add_jstr(struct idem_buf *b, const char *s, size_t len)
 			break;
 		}
 		if (c < 0x20) {
-			esc[0] = '\\'; esc[1] = 'u'; esc[2] = '0'; esc[3] = '0';
-			esc[4] = hex[c >> 4]; esc[5] = hex[c & 0xf];
+			esc[0] = '\\'; esc[1] = 'u';
+			esc[2] = '0'; esc[3] = '0';
+			idem_hex(&c, 1, esc + 4);
 			if (idem_buf_add(b, esc, 6) == -1)
 				return -1;
 		} else if (idem_buf_addc(b, (char)c) == -1)

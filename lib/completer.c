@@ -52,7 +52,7 @@ complete_one(idem_app *app, const PGresult *r, int row)
 	strcpy(req.method, PQgetvalue(r, row, 1));
 	strcpy(req.key, PQgetvalue(r, row, 3));
 	req.has_key = 1;
-	memcpy(req.tenant_hash, PQgetvalue(r, row, 4), 32);
+	memcpy(req.secret_hash, PQgetvalue(r, row, 4), 32);
 	if ((req.path = strdup(PQgetvalue(r, row, 2))) == NULL)
 		goto out;
 	body = PQgetvalue(r, row, 5);
@@ -112,7 +112,7 @@ idem_complete_abandoned(idem_app *app, long max, long *completed,
 		goto out;
 	}
 	if (PQgetvalue(r, 0, 0)[0] != 't') {
-		rc = 1;		/* another process is selecting */
+		rc = IDEM_RC_BUSY;	/* another process is selecting */
 		goto out;
 	}
 	PQclear(r);

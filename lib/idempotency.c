@@ -34,8 +34,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include <openssl/crypto.h>
-
 #include "private.h"
 
 /*
@@ -84,16 +82,7 @@ static int	deadline_passed(idem_req *);
 static int64_t
 get_i64(const PGresult *r, int col)
 {
-	const unsigned char	*p;
-	uint64_t		 v = 0;
-	int			 i;
-
-	if (PQgetisnull(r, 0, col) || PQgetlength(r, 0, col) != 8)
-		return 0;
-	p = (const unsigned char *)PQgetvalue(r, 0, col);
-	for (i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return (int64_t)v;
+	return idem_pg_int8(r, 0, col);
 }
 
 static int
@@ -118,15 +107,11 @@ get_bool(const PGresult *r, int col)
 static void
 lock_id(const idem_req *req, char out[24])
 {
-	struct idem_buf	 b = { 0 };
 	unsigned char	 h[32];
 	int64_t		 v = 0;
 	int		 i;
 
-	idem_buf_add(&b, req->tenant_hash, sizeof(req->tenant_hash));
-	idem_buf_adds(&b, req->key);
-	idem_sha256(b.p, b.len, h);
-	idem_buf_free(&b);
+	idem_key_digest(req->secret_hash, req->key, h);
 	for (i = 0; i < 8; i++)
 		v = (int64_t)((uint64_t)v << 8 | h[i]);
 	snprintf(out, 24, "%lld", (long long)v);
@@ -180,12 +165,12 @@ failed(idem_req *req, int rc)
 	}
 	if (rc == 0 && req->status >= 500)
 		return;
-	/* -2: the database failed, not the request; a retry may succeed. */
+	/* Transient: the database failed, not the request; a retry may succeed. */
 	if (req->retry_later) {
 		idem_resp_problem(req, IDEM_P_UNAVAILABLE, "%s; retry later",
 		    req->retry_later);
 		req->outcome = IDEM_OUT_ERROR;
-	} else if (rc == -2 || req->db_unavailable || idem_db_broken(req->db))
+	} else if (rc == IDEM_RC_TRANSIENT || req->db_unavailable || idem_db_broken(req->db))
 		unavailable(req);
 	else
 		idem_resp_problem(req, IDEM_P_INTERNAL,
@@ -264,8 +249,8 @@ wrote_one(const PGresult *r)
 /*
  * End a transaction of the middleware in one round trip: BEGIN when none
  * is open (phased), the handler's deferred statements, the record's
- * statement (which must write its one row), COMMIT.  0, -1 or -2 as
- * idem_flight().
+ * statement (which must write its one row), COMMIT.  An enum idem_rc, as
+ * idem_pipeline().
  */
 static int
 commit_with(idem_req *req, const struct idem_q *record)
@@ -280,11 +265,11 @@ commit_with(idem_req *req, const struct idem_q *record)
 	n = defer_queue(req, q, n);
 	q[n++] = *record;
 	q[n++].sql = "COMMIT";
-	rc = idem_flight(req->db, q, n, &req->round_trips);
+	rc = idem_pipeline(req->db, q, n, &req->round_trips);
 	req->txn_open = 0;
 	if (rc == 0 && !wrote_one(q[n - 2].res))
 		rc = -1;
-	idem_flight_clear(q, n);
+	idem_pipeline_clear(q, n);
 	idem_defer_free(req);
 	return rc;
 }
@@ -344,7 +329,7 @@ store_and_commit(idem_req *req)
 	rec.fmts = fmts;
 	rc = commit_with(req, &rec);
 	idem_buf_free(&hj);
-	if (rc == -2 && req->phased)
+	if (rc == IDEM_RC_TRANSIENT && req->phased)
 		req->retry_later = "this request no longer holds its "
 		    "Idempotency-Key";
 	return rc;
@@ -386,9 +371,9 @@ renew(idem_req *req)
 	q.sql = sql_advance;
 	q.n = 4;
 	q.vals = vals;
-	rc = idem_flight(req->db, &q, 1, &req->round_trips);
-	idem_flight_clear(&q, 1);
-	if (rc == -2)
+	rc = idem_pipeline(req->db, &q, 1, &req->round_trips);
+	idem_pipeline_clear(&q, 1);
+	if (rc == IDEM_RC_TRANSIENT)
 		req->retry_later = "this request no longer holds its "
 		    "Idempotency-Key";
 	return rc == 0 ? 0 : -1;
@@ -539,7 +524,7 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	update.vals = vals;
 	rc = commit_with(req, &update);
 	if (rc != 0) {
-		if (rc == -2)
+		if (rc == IDEM_RC_TRANSIENT)
 			req->retry_later = "this request no longer holds its "
 			    "Idempotency-Key";
 		return -1;
@@ -554,10 +539,8 @@ int
 idem_req_derived_key(const idem_req *req, const char *phase, char *out,
     size_t outlen)
 {
-	static const char hex[] = "0123456789abcdef";
 	struct idem_buf	  b = { 0 };
 	unsigned char	  h[32];
-	size_t		  i;
 
 	/*
 	 * Stable across retries, processes and even a replaced record: the
@@ -566,18 +549,14 @@ idem_req_derived_key(const idem_req *req, const char *phase, char *out,
 	 */
 	if (!req->has_key || phase == NULL || outlen < 2 * 20 + 1)
 		return -1;
-	idem_buf_add(&b, req->tenant_hash, sizeof(req->tenant_hash));
+	idem_buf_add(&b, req->secret_hash, sizeof(req->secret_hash));
 	idem_buf_add(&b, req->fingerprint, sizeof(req->fingerprint));
 	idem_buf_adds(&b, req->key);
 	idem_buf_addc(&b, '\0');
 	idem_buf_adds(&b, phase);
 	idem_sha256(b.p, b.len, h);
 	idem_buf_free(&b);
-	for (i = 0; i < 20; i++) {
-		out[2 * i] = hex[h[i] >> 4];
-		out[2 * i + 1] = hex[h[i] & 0xf];
-	}
-	out[40] = '\0';
+	idem_hex(h, 20, out);
 	return 0;
 }
 
@@ -588,8 +567,8 @@ claim_row(const idem_req *req, const PGresult *r, struct idem_claim_row *row)
 	memset(row, 0, sizeof(*row));
 	/* The index found the hash; the comparison is in constant time. */
 	row->tenant_ok = PQntuples(r) == 1 && !PQgetisnull(r, 0, C_TENANT) &&
-	    PQgetlength(r, 0, C_SECRET) == 32 && CRYPTO_memcmp(PQgetvalue(r,
-	    0, C_SECRET), req->tenant_hash, 32) == 0;
+	    idem_secret_eq(req->secret_hash, PQgetvalue(r, 0, C_SECRET),
+	    (size_t)PQgetlength(r, 0, C_SECRET));
 	if (!row->tenant_ok)
 		return;
 	row->lock_tried = !PQgetisnull(r, 0, C_GOT);
@@ -689,7 +668,7 @@ idem_idempotent_run(idem_req *req)
 	lock_id(req, lock);
 	snprintf(ttl, sizeof(ttl), "%lld", req->limits.ttl_ms);
 	snprintf(lease, sizeof(lease), "%lld", req->limits.lock_timeout_ms);
-	vals[0] = (const char *)req->tenant_hash;
+	vals[0] = (const char *)req->secret_hash;
 	vals[1] = req->key;
 	vals[2] = req->method;
 	vals[3] = req->path;
@@ -714,17 +693,17 @@ idem_idempotent_run(idem_req *req)
 	nq = 2;
 	if (req->phased)
 		q[nq++].sql = "COMMIT";
-	rc = idem_flight(req->db, q, nq, &req->round_trips);
-	if (rc == -2 && idem_db_broken(req->db)) {
+	rc = idem_pipeline(req->db, q, nq, &req->round_trips);
+	if (rc == IDEM_RC_TRANSIENT && idem_db_broken(req->db)) {
 		/* Nothing happened yet: once more, on a re-established one. */
-		idem_flight_clear(q, nq);
+		idem_pipeline_clear(q, nq);
 		idem_pool_release(req->app->pool, req->db);
 		req->db = NULL;
 		if (idem_req_db(req) != NULL)
-			rc = idem_flight(req->db, q, nq, &req->round_trips);
+			rc = idem_pipeline(req->db, q, nq, &req->round_trips);
 	}
 	if (rc != 0) {
-		idem_flight_clear(q, nq);
+		idem_pipeline_clear(q, nq);
 		failed(req, rc);
 		return;
 	}
@@ -750,7 +729,7 @@ idem_idempotent_run(idem_req *req)
 			strcpy(req->recovery_point, row.inserted ? "started" :
 			    PQgetvalue(r, 0, C_POINT));
 		}
-		idem_flight_clear(q, nq);
+		idem_pipeline_clear(q, nq);
 		execute(req);
 		return;
 	case IDEM_V_REPLAY:
@@ -775,7 +754,7 @@ idem_idempotent_run(idem_req *req)
 		    "processed; retry later");
 		break;
 	}
-	idem_flight_clear(q, nq);
+	idem_pipeline_clear(q, nq);
 	if (req->phased)
 		return;		/* committed with flight 1 */
 	/* Holding the key's lock, wait: a retry must not find it taken. */

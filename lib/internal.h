@@ -9,8 +9,21 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "idem.h"
+
+/*
+ * The tri-state return of the library's database steps, one name per
+ * meaning instead of bare -2 and +1.  The values are the ones callers
+ * compared with before the names existed.
+ */
+enum idem_rc {
+	IDEM_RC_OK = 0,
+	IDEM_RC_FAIL = -1,	/* failed: the request (or the data) is wrong */
+	IDEM_RC_TRANSIENT = -2,	/* failed for the database's reasons: retry */
+	IDEM_RC_BUSY = 1,	/* another holder has it (a lost race) */
+};
 
 /* --- buf.c: growable byte buffer ---------------------------------------- */
 
@@ -31,6 +44,8 @@ int	idem_buf_add_jstr(struct idem_buf *b, const char *s, size_t len);
 int	idem_buf_nul(struct idem_buf *b);
 void	idem_buf_reset(struct idem_buf *b);
 void	idem_buf_free(struct idem_buf *b);
+/* Lower-case hex of p[0..n-1] into out (2n + 1 bytes, NUL-terminated). */
+void	idem_hex(const unsigned char *p, size_t n, char *out);
 
 /* --- jcs.c: RFC 8785 JSON canonicalisation ------------------------------ */
 
@@ -68,7 +83,7 @@ enum idem_jcs_result idem_jcs_canonicalize(const char *in, size_t len,
  */
 int	idem_jcs_number(const char *num, size_t len, struct idem_buf *out);
 
-/* --- sfv.c: the Idempotency-Key header ---------------------------------- */
+/* --- key.c: the Idempotency-Key header ---------------------------------- */
 
 #define IDEM_KEY_MAX	255
 
@@ -84,12 +99,28 @@ enum idem_key_result {
  * are ignored.  The key (1..IDEM_KEY_MAX chars) is copied NUL-terminated to
  * out (outlen >= IDEM_KEY_MAX + 1).
  */
-int	idem_sfv_key(const char *value, size_t len, char *out, size_t outlen);
+int	idem_key_parse(const char *value, size_t len, char *out, size_t outlen);
 
 /* --- clock.c ------------------------------------------------------------ */
 
 /* The monotonic clock in microseconds: durations and deadlines. */
 long long idem_now_us(void);
+/* ts = now on clock clk + ms (for timed waits). */
+void	idem_deadline(clockid_t clk, long long ms, struct timespec *ts);
+
+/* --- crypto.c ----------------------------------------------------------- */
+
+#define IDEM_SECRET_HASH_LEN	32	/* SHA-256 of an API secret */
+
+void	idem_sha256(const void *p, size_t len, unsigned char out[32]);
+/* nbytes (at most 64) random bytes as hex into out (2 * nbytes + 1). */
+int	idem_random_hex(char *out, size_t nbytes);
+/* Is b (blen bytes) the secret hash a?  In constant time. */
+int	idem_secret_eq(const unsigned char *a, const void *b, size_t blen);
+/* SHA-256 of (secret hash, key): the advisory lock id's and the log's
+ * key_hash's source, computed one way for both. */
+void	idem_key_digest(const unsigned char secret_hash[IDEM_SECRET_HASH_LEN],
+	    const char *key, unsigned char out[32]);
 
 /* --- verdict.c: what flight 1's answer means for a request ------------- */
 
@@ -215,6 +246,8 @@ int	idem_parse_size(const char *s, size_t *bytes);
 /* --- router.c ------------------------------------------------------------ */
 
 #define IDEM_MAX_PARAMS	8
+/* The longest request path a route can match (request.c refuses longer). */
+#define IDEM_PATH_MAX	2048
 
 struct idem_route {
 	char		*method;

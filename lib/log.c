@@ -78,12 +78,18 @@ idem_log(enum idem_log_level lvl, const char *fmt, ...)
 	log_emit(&b);
 }
 
-static const char *const outcome_names[] = {
+static const char *const outcome_names[IDEM_OUT__COUNT] = {
 	[IDEM_OUT_NONE] = NULL, [IDEM_OUT_CREATED] = "created",
 	[IDEM_OUT_REPLAYED] = "replayed", [IDEM_OUT_IN_FLIGHT] = "in_flight",
 	[IDEM_OUT_REUSED] = "reused", [IDEM_OUT_REJECTED] = "rejected",
 	[IDEM_OUT_ERROR] = "error",
 };
+
+const char *
+idem_outcome_name(enum idem_outcome o)
+{
+	return (unsigned)o < IDEM_OUT__COUNT ? outcome_names[o] : NULL;
+}
 
 /* ,"name":"value" with value escaped. */
 static void
@@ -98,8 +104,7 @@ idem_log_request_line(const idem_req *req, long long duration_us,
     struct idem_buf *b)
 {
 	unsigned char	 h[32];
-	struct idem_buf	 kh = { 0 };
-	size_t		 i;
+	char		 kh[17];
 
 	log_prefix(b, IDEM_LOG_INFO);
 	add_field(b, "msg", "request");
@@ -113,19 +118,14 @@ idem_log_request_line(const idem_req *req, long long duration_us,
 		idem_buf_adds(b, "null");
 	idem_buf_addf(b, ",\"status\":%d,\"duration_ms\":%.3f", req->status,
 	    (double)duration_us / 1000.0);
-	if (outcome_names[req->outcome] != NULL)
-		add_field(b, "outcome", outcome_names[req->outcome]);
+	if (idem_outcome_name(req->outcome) != NULL)
+		add_field(b, "outcome", idem_outcome_name(req->outcome));
 	if (req->has_key) {
-		/* Tenant-scoped so equal keys of two tenants differ. */
-		struct idem_buf in = { 0 };
-		idem_buf_add(&in, req->tenant_hash, sizeof(req->tenant_hash));
-		idem_buf_adds(&in, req->key);
-		idem_sha256(in.p, in.len, h);
-		idem_buf_free(&in);
-		for (i = 0; i < 8; i++)
-			idem_buf_addf(&kh, "%02x", h[i]);
-		add_field(b, "key_hash", kh.p != NULL ? kh.p : "");
-		idem_buf_free(&kh);
+		/* The digest the advisory lock is taken from: tenant-scoped,
+		 * so equal keys of two tenants differ. */
+		idem_key_digest(req->secret_hash, req->key, h);
+		idem_hex(h, 8, kh);
+		add_field(b, "key_hash", kh);
 	}
 	if (req->round_trips > 0)
 		idem_buf_addf(b, ",\"db_round_trips\":%u", req->round_trips);

@@ -18,7 +18,7 @@ struct hist {
 	atomic_ullong	sum_us;
 };
 
-#define NOUT	7
+#define NOUT	IDEM_OUT__COUNT
 
 struct idem_metrics {
 	size_t		 nroutes;
@@ -30,12 +30,14 @@ struct idem_metrics {
 	atomic_ullong	 completed;
 };
 
-static const char *const outcome_label[NOUT] = {
-	[IDEM_OUT_NONE] = "ok", [IDEM_OUT_CREATED] = "created",
-	[IDEM_OUT_REPLAYED] = "replayed", [IDEM_OUT_IN_FLIGHT] = "in_flight",
-	[IDEM_OUT_REUSED] = "reused", [IDEM_OUT_REJECTED] = "rejected",
-	[IDEM_OUT_ERROR] = "error",
-};
+/* The outcome label: its log name, "ok" for a route without a key. */
+static const char *
+outcome_label(int o)
+{
+	const char	*n = idem_outcome_name((enum idem_outcome)o);
+
+	return n != NULL ? n : "ok";
+}
 
 int
 idem_metrics_init(idem_app *app)
@@ -165,7 +167,7 @@ idem_metrics_handler(idem_req *req, void *arg)
 				continue;
 			idem_buf_addf(&b, "idem_requests_total{route=\"%s %s\","
 			    "outcome=\"%s\"} %llu\n", rt->method, rt->pattern,
-			    outcome_label[o],
+			    outcome_label(o),
 			    atomic_load(&m->requests[i * NOUT + o]));
 		}
 	}

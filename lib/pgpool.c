@@ -24,6 +24,21 @@ struct idem_pool {
 	unsigned char	*busy;
 };
 
+int64_t
+idem_pg_int8(const PGresult *r, int row, int col)
+{
+	const unsigned char	*p;
+	uint64_t		 v = 0;
+	int			 i;
+
+	if (PQgetisnull(r, row, col) || PQgetlength(r, row, col) != 8)
+		return 0;
+	p = (const unsigned char *)PQgetvalue(r, row, col);
+	for (i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return (int64_t)v;
+}
+
 static void
 notice(void *arg, const char *msg)
 {

@@ -29,10 +29,12 @@ void	 idem_pool_counts(struct idem_pool *pool, unsigned *idle,
 void	 idem_pool_free(struct idem_pool *pool);
 /* Is db unusable (server gone, session terminated)?  Reads pending input. */
 int	 idem_db_broken(PGconn *db);
+/* A binary int8 (network order) of a result; 0 if NULL or not 8 bytes. */
+int64_t	 idem_pg_int8(const PGresult *r, int row, int col);
 /* Connect one standalone connection (idemctl). */
 PGconn	*idem_db_connect(const char *conninfo, long long timeout_ms);
 
-/* --- flight.c: several statements, one round trip ----------------------- */
+/* --- pipeline.c: several statements, one round trip ----------------------- */
 
 struct idem_q {
 	const char		*sql;
@@ -41,17 +43,17 @@ struct idem_q {
 	const int		*lens;	/* NULL: all text */
 	const int		*fmts;	/* NULL: all text */
 	int			 binary;	/* result format */
-	PGresult		*res;	/* filled; idem_flight_clear() */
+	PGresult		*res;	/* filled; idem_pipeline_clear() */
 };
 
 /*
- * Pipeline q[0..n-1] and a sync; 0 when every statement succeeded, -2 when
- * one failed for a transient reason (connection, shutdown, timeout,
- * serialisation), -1 otherwise.
+ * Pipeline q[0..n-1] and a sync; IDEM_RC_OK when every statement
+ * succeeded, IDEM_RC_TRANSIENT when one failed for a transient reason
+ * (connection, shutdown, timeout, serialisation), IDEM_RC_FAIL otherwise.
  */
-int	idem_flight(PGconn *db, struct idem_q *q, size_t n,
+enum idem_rc idem_pipeline(PGconn *db, struct idem_q *q, size_t n,
 	    unsigned *round_trips);
-void	idem_flight_clear(struct idem_q *q, size_t n);
+void	idem_pipeline_clear(struct idem_q *q, size_t n);
 
 /* --- log.c --------------------------------------------------------------- */
 
@@ -109,7 +111,11 @@ enum idem_outcome {
 	IDEM_OUT_REUSED,
 	IDEM_OUT_REJECTED,	/* 4xx before the handler */
 	IDEM_OUT_ERROR,		/* 5xx */
+	IDEM_OUT__COUNT
 };
+
+/* log.c: the outcome's name in logs and metrics; NULL for IDEM_OUT_NONE. */
+const char *idem_outcome_name(enum idem_outcome o);
 
 #define IDEM_MAX_HEADERS	16
 
@@ -129,7 +135,7 @@ struct idem_req {
 	struct idem_buf		 canon;		/* JCS form of the body */
 	yajl_val		 json;
 	int64_t			 tenant;
-	unsigned char		 tenant_hash[32];	/* SHA-256 of secret */
+	unsigned char		 secret_hash[IDEM_SECRET_HASH_LEN];	/* of the secret */
 	long long		 auth_t0_ms;	/* before the secret was checked */
 	struct idem_qval	*qvals;		/* idem_req_query() results */
 	char			 key[IDEM_KEY_MAX + 1];
@@ -202,7 +208,7 @@ enum idem_auth_result idem_auth(idem_req *req);
 enum idem_auth_result idem_auth_precheck(idem_req *req);
 /* After the middleware: remember a confirmed secret, forget a refused one. */
 void	idem_auth_settle(idem_req *req);
-/* SHA-256 of the Bearer secret into req->tenant_hash; -1 if unusable. */
+/* SHA-256 of the Bearer secret into req->secret_hash; -1 if unusable. */
 int	idem_bearer_hash(idem_req *req);
 
 struct idem_authc_entry {
@@ -228,8 +234,6 @@ enum idem_authc_state idem_authc_get(struct idem_authc *c,
 void	idem_authc_put(struct idem_authc *c, const unsigned char hash[32],
 	    int64_t tenant, long long verified_ms);
 void	idem_authc_forget(struct idem_authc *c, const unsigned char hash[32]);
-void	idem_sha256(const void *p, size_t len, unsigned char out[32]);
-int	idem_random_hex(char *out, size_t nbytes);
 
 /* idempotency.c: run req's handler exactly once for its key. */
 void	idem_idempotent_run(idem_req *req);
@@ -240,8 +244,6 @@ int	idem_phase_begin(idem_req *req);
 #define IDEM_EVICT_LOCK	"7236491087"
 
 /* runtime.c */
-/* ts = now on clock clk + ms (for timed waits). */
-void	idem_deadline(clockid_t clk, long long ms, struct timespec *ts);
 int	idem_runtime_run(idem_app *app, const char *listen_addr);
 
 /* janitor.c: called about once a second by the runtime's main thread. */
@@ -251,7 +253,8 @@ void	idem_janitor_tick(idem_app *app);
  * completer.c: run up to max abandoned phased records (in progress past a
  * recovery point, lease lapsed) to completion, as a retry would.  Fills
  * completed and left (found but not completed: busy or failing again).
- * 0, -1 on error, 1 when another process is selecting.
+ * IDEM_RC_OK, IDEM_RC_FAIL on error, IDEM_RC_BUSY when another process
+ * is selecting.
  */
 int	idem_complete_abandoned(idem_app *app, long max, long *completed,
 	    long *left);

@@ -15,19 +15,9 @@
 
 #include "private.h"
 
-#define PATH_MAX_LEN	2048
 #define QUERY_MAX_LEN	4096
 #define CTYPE_MAX_LEN	256
 #define HEADER_MAX_LEN	8192
-
-static long long
-now_us(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
-}
 
 /* --- accessors ------------------------------------------------------------ */
 
@@ -196,10 +186,10 @@ idem_req_db(idem_req *req)
 	long long	t0;
 
 	if (req->db == NULL && !req->db_unavailable) {
-		t0 = now_us();
+		t0 = idem_now_us();
 		req->db = idem_pool_acquire(req->app->pool,
 		    req->app->cfg.acquire_timeout_ms);
-		idem_metrics_pool_wait(req->app, (double)(now_us() - t0) / 1e6);
+		idem_metrics_pool_wait(req->app, (double)(idem_now_us() - t0) / 1e6);
 		if (req->db == NULL)
 			req->db_unavailable = 1;
 	}
@@ -458,7 +448,7 @@ prepare(idem_req *req)
 	if (uri != NULL) {
 		q = strchr(uri, '?');
 		plen = q ? (size_t)(q - uri) : strlen(uri);
-		req->path = strndup(uri, plen > PATH_MAX_LEN ? PATH_MAX_LEN + 1
+		req->path = strndup(uri, plen > IDEM_PATH_MAX ? IDEM_PATH_MAX + 1
 		    : plen);
 	} else {
 		const char *sn = FCGX_GetParam("SCRIPT_NAME", req->fcgi->envp);
@@ -544,7 +534,7 @@ prepare(idem_req *req)
 			    "header");
 			return -1;
 		}
-		if (idem_sfv_key(v, strlen(v), req->key, sizeof(req->key))
+		if (idem_key_parse(v, strlen(v), req->key, sizeof(req->key))
 		    != IDEM_KEY_OK) {
 			idem_resp_problem(req, IDEM_P_KEY_INVALID,
 			    "Idempotency-Key must be a string of 1 to %d "
@@ -609,7 +599,7 @@ void
 idem_request_handle(idem_app *app, FCGX_Request *fcgi)
 {
 	idem_req	 req;
-	long long	 t0 = now_us();
+	long long	 t0 = idem_now_us();
 
 	memset(&req, 0, sizeof(req));
 	req.app = app;
@@ -632,14 +622,14 @@ idem_request_handle(idem_app *app, FCGX_Request *fcgi)
 	if (req.status == 0)
 		idem_resp_problem(&req, IDEM_P_INTERNAL, "no response");
 	/* Counted before the client can read the answer and scrape. */
-	idem_metrics_request(app, &req, (double)(now_us() - t0) / 1e6);
+	idem_metrics_request(app, &req, (double)(idem_now_us() - t0) / 1e6);
 	/* The client is answered before a pending ROLLBACK is drained. */
 	resp_write(&req);
 	FCGX_FFlush(fcgi->out);
 	if (req.db != NULL)
 		idem_pool_release(app->pool, req.db);
 	req.db = NULL;
-	idem_log_request(&req, now_us() - t0);
+	idem_log_request(&req, idem_now_us() - t0);
 	idem_req_release(&req);
 }
 

@@ -19,7 +19,6 @@
 
 #include "internal.h"
 
-#define PATH_MAX_LEN	2048
 #define SEGS_MAX	32
 #define METHOD_MAX	32
 
@@ -61,7 +60,7 @@ pattern_ok(const char *pat)
 	const char	*s, *e, *names[IDEM_MAX_PARAMS];
 	size_t		 len[IDEM_MAX_PARAMS], nseg = 0, np = 0, i, n;
 
-	if (pat[0] != '/' || strlen(pat) > PATH_MAX_LEN)
+	if (pat[0] != '/' || strlen(pat) > IDEM_PATH_MAX)
 		return 0;
 	for (s = pat + 1;; s = e + 1) {
 		e = strchr(s, '/');
@@ -215,7 +214,7 @@ idem_router_match(const struct idem_router *r, const char *method,
 		allow[0] = '\0';
 	if (r == NULL || method == NULL || path == NULL || path[0] != '/')
 		return IDEM_MATCH_NOT_FOUND;
-	if (strnlen(path, PATH_MAX_LEN + 1) > PATH_MAX_LEN)
+	if (strnlen(path, IDEM_PATH_MAX + 1) > IDEM_PATH_MAX)
 		return IDEM_MATCH_NOT_FOUND;
 	for (nseg = 1, s = path + 1; (s = strchr(s, '/')) != NULL; s++)
 		if (++nseg > SEGS_MAX)

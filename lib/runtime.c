@@ -44,18 +44,6 @@ struct runtime {
 	size_t		 nback;
 };
 
-void
-idem_deadline(clockid_t clk, long long ms, struct timespec *ts)
-{
-	clock_gettime(clk, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 static void
 rt_push(struct runtime *rt, int fd)
 {

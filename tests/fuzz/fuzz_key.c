@@ -1,5 +1,5 @@
 /*
- * fuzz_key.c - libFuzzer harness for idem_sfv_key() (lib/sfv.c), the
+ * fuzz_key.c - libFuzzer harness for idem_key_parse() (lib/key.c), the
  * Idempotency-Key field value parser.
  *
  * The input is the field value, passed as an exact-size heap copy (no NUL
@@ -42,7 +42,7 @@ parse(const char *s, size_t len, char *out, size_t outlen)
 		abort();
 	if (len > 0)
 		memcpy(copy, s, len);
-	rc = idem_sfv_key(copy, len, out, outlen);
+	rc = idem_key_parse(copy, len, out, outlen);
 	free(copy);
 	return rc;
 }

@@ -5,7 +5,7 @@
  * The query decoder itself (idem_req_query in lib/request.c) needs a whole
  * idem_req (FastCGI request, app, pool), so it is not fuzzed here; this
  * harness feeds the two parsers a request's parameters do go through,
- * idem_router_match() (lib/router.c) and idem_sfv_key() (lib/sfv.c), with
+ * idem_router_match() (lib/router.c) and idem_key_parse() (lib/key.c), with
  * header-like input:
  *
  *	METHOD SP TARGET [SP VERSION]    TARGET = PATH ["?" QUERY]
@@ -13,7 +13,7 @@
  *
  * The path (query cut off, as the server does) is matched against the
  * payments routes; every header value (OWS kept, as the server passes it)
- * goes to idem_sfv_key() as an exact-size heap copy, and Idempotency-Key
+ * goes to idem_key_parse() as an exact-size heap copy, and Idempotency-Key
  * values are also tried with a small output buffer.  Properties (abort()
  * on violation): a matched parameter is a non-empty segment of
  * [A-Za-z0-9._~-]; a key is 1..IDEM_KEY_MAX bytes of 0x20-0x7e; parsing
@@ -133,7 +133,7 @@ key(const char *value, size_t len, char *out, size_t outlen)
 		abort();
 	if (len > 0)
 		memcpy(copy, value, len);
-	rc = idem_sfv_key(copy, len, out, outlen);
+	rc = idem_key_parse(copy, len, out, outlen);
 	free(copy);
 	if (rc == IDEM_KEY_OK) {
 		n = strnlen(out, outlen);

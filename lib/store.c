@@ -1,5 +1,5 @@
 /*
- * ops.c - operations on the store, shared by idemctl and the runtime's
+ * store.c - operations on the store, shared by idemctl and the runtime's
  * janitor: migrations, API keys, eviction and reclaim.
  */
 #include <dirent.h>

@@ -1,5 +1,5 @@
 /*
- * flight.c - send several statements to PostgreSQL in one round trip
+ * pipeline.c - send several statements to PostgreSQL in one round trip
  * (libpq pipeline mode) and collect their results.  Unnamed statements
  * only (PQsendQueryParams), so pgbouncer in transaction mode works.
  */
@@ -42,13 +42,13 @@ drain(PGconn *db)
 	}
 }
 
-int
-idem_flight(PGconn *db, struct idem_q *q, size_t n, unsigned *round_trips)
+enum idem_rc
+idem_pipeline(PGconn *db, struct idem_q *q, size_t n, unsigned *round_trips)
 {
 	size_t		 i;
 	PGresult	*r;
 	ExecStatusType	 st;
-	int		 rc = 0;
+	enum idem_rc	 rc = IDEM_RC_OK;
 
 	for (i = 0; i < n; i++)
 		q[i].res = NULL;
@@ -70,7 +70,7 @@ idem_flight(PGconn *db, struct idem_q *q, size_t n, unsigned *round_trips)
 	for (i = 0; i < n; i++) {
 		/* One result per statement (or PIPELINE_ABORTED), then NULL. */
 		if ((r = PQgetResult(db)) == NULL) {
-			rc = -2;	/* the connection went away */
+			rc = IDEM_RC_TRANSIENT;	/* the connection went away */
 			goto out;
 		}
 		q[i].res = r;
@@ -78,13 +78,13 @@ idem_flight(PGconn *db, struct idem_q *q, size_t n, unsigned *round_trips)
 		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
 			idem_log(IDEM_LOG_ERROR, "db: %s",
 			    PQresultErrorMessage(r));
-			rc = transient(r) ? -2 : -1;
+			rc = transient(r) ? IDEM_RC_TRANSIENT : IDEM_RC_FAIL;
 			goto out;
 		}
 		while ((r = PQgetResult(db)) != NULL)
 			PQclear(r);
 	}
-	rc = 0;
+	rc = IDEM_RC_OK;
 	/* And the sync that closes the flight. */
 	if ((r = PQgetResult(db)) != NULL)
 		PQclear(r);
@@ -103,7 +103,7 @@ out:
 }
 
 void
-idem_flight_clear(struct idem_q *q, size_t n)
+idem_pipeline_clear(struct idem_q *q, size_t n)
 {
 	size_t	i;
 

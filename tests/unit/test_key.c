@@ -1,5 +1,5 @@
 /*
- * test_sfv.c - unit tests for idem_sfv_key(), the Idempotency-Key parser.
+ * test_key.c - unit tests for idem_key_parse(), the Idempotency-Key parser.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +21,7 @@ parse(const char *v, size_t len)
 		return -2;
 	memcpy(copy, v, len);
 	memset(key, 'X', sizeof(key));
-	rc = idem_sfv_key(copy, len, key, sizeof(key));
+	rc = idem_key_parse(copy, len, key, sizeof(key));
 	free(copy);
 	return rc;
 }
@@ -174,22 +174,22 @@ main(void)
 	    "256 unescaped characters refused");
 
 	/* len is honoured: bytes beyond it are not looked at */
-	TAP_OK(idem_sfv_key("abc def", 3, key, sizeof(key)) == IDEM_KEY_OK &&
+	TAP_OK(idem_key_parse("abc def", 3, key, sizeof(key)) == IDEM_KEY_OK &&
 	    strcmp(key, "abc") == 0, "only len bytes are parsed");
-	TAP_OK(idem_sfv_key("\"abc\"", 4, key, sizeof(key)) ==
+	TAP_OK(idem_key_parse("\"abc\"", 4, key, sizeof(key)) ==
 	    IDEM_KEY_INVALID, "quote beyond len is not seen");
-	TAP_OK(idem_sfv_key("abc", 0, key, sizeof(key)) == IDEM_KEY_INVALID,
+	TAP_OK(idem_key_parse("abc", 0, key, sizeof(key)) == IDEM_KEY_INVALID,
 	    "len 0 refused");
-	TAP_OK(idem_sfv_key(NULL, 0, key, sizeof(key)) == IDEM_KEY_INVALID,
+	TAP_OK(idem_key_parse(NULL, 0, key, sizeof(key)) == IDEM_KEY_INVALID,
 	    "NULL value refused");
 
 	/* a short out buffer is refused rather than overrun */
-	TAP_OK(idem_sfv_key("abc", 3, small, sizeof(small)) == IDEM_KEY_OK &&
+	TAP_OK(idem_key_parse("abc", 3, small, sizeof(small)) == IDEM_KEY_OK &&
 	    strcmp(small, "abc") == 0, "key fits 4-byte buffer");
-	TAP_OK(idem_sfv_key("abcd", 4, small, sizeof(small)) ==
+	TAP_OK(idem_key_parse("abcd", 4, small, sizeof(small)) ==
 	    IDEM_KEY_INVALID && small[0] == '\0',
 	    "key too long for buffer refused");
-	TAP_OK(idem_sfv_key("abc", 3, small, 0) == IDEM_KEY_INVALID,
+	TAP_OK(idem_key_parse("abc", 3, small, 0) == IDEM_KEY_INVALID,
 	    "outlen 0 refused");
 
 	return TAP_DONE();

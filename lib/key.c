@@ -1,5 +1,5 @@
 /*
- * sfv.c - the Idempotency-Key request header: an RFC 8941 sf-string
+ * key.c - the Idempotency-Key request header: an RFC 8941 sf-string
  * ("abc") as the IETF draft specifies, or, because clients commonly send
  * it so, a bare token.  Everything doubtful is refused: the key names a
  * stored response, so two spellings must never be confused.
@@ -15,7 +15,7 @@ is_ows(unsigned char c)
 }
 
 int
-idem_sfv_key(const char *value, size_t len, char *out, size_t outlen)
+idem_key_parse(const char *value, size_t len, char *out, size_t outlen)
 {
 	const unsigned char	*v = (const unsigned char *)value;
 	size_t			 b, e, i, o = 0;
