@@ -156,7 +156,7 @@ idem_auth(idem_req *req)
 	if (idem_bearer_hash(req) == -1)
 		return IDEM_AUTH_DENIED;
 
-	if (idem_req_db(req) == NULL)
+	if (idem_req_conn(req) == NULL)
 		return IDEM_AUTH_UNAVAILABLE;
 	vals[0] = (const char *)req->secret_hash;
 	lens[0] = 32;

@@ -78,6 +78,7 @@ complete_one(idem_app *app, const PGresult *r, int row)
 	if ((req.json = yajl_tree_parse(req.canon.p, NULL, 0)) == NULL)
 		goto out;
 	idem_idempotent_run(&req);
+	idem_metrics_pool_waits(app, &req);
 	rc = req.outcome == IDEM_OUT_CREATED ? 1 : 0;
 	idem_log(rc == 1 ? IDEM_LOG_INFO : IDEM_LOG_WARN, "completer: key "
 	    "record %s (%s %s) %s, status %d", PQgetvalue(r, row, 0),

@@ -161,14 +161,14 @@ failed(idem_req *req, int rc)
 	if (req->db != NULL && PQstatus(req->db) == CONNECTION_OK &&
 	    PQtransactionStatus(req->db) != PQTRANS_IDLE) {
 		PQclear(PQexec(req->db, "ROLLBACK"));
-		req->txn_open = 0;
+		req->txn.txn_open = 0;
 	}
 	if (rc == 0 && req->status >= 500)
 		return;
 	/* Transient: the database failed, not the request; a retry may succeed. */
-	if (req->retry_later) {
+	if (req->txn.retry_later) {
 		idem_resp_problem(req, IDEM_P_UNAVAILABLE, "%s; retry later",
-		    req->retry_later);
+		    req->txn.retry_later);
 		req->outcome = IDEM_OUT_ERROR;
 	} else if (rc == IDEM_RC_TRANSIENT || req->db_unavailable || idem_db_broken(req->db))
 		unavailable(req);
@@ -228,11 +228,11 @@ defer_queue(idem_req *req, struct idem_q *q, size_t n)
 {
 	size_t	i;
 
-	for (i = 0; i < req->ndefer; i++, n++) {
+	for (i = 0; i < req->txn.ndefer; i++, n++) {
 		memset(&q[n], 0, sizeof(q[n]));
-		q[n].sql = req->defer[i].sql;
-		q[n].n = req->defer[i].n;
-		q[n].vals = (const char *const *)req->defer[i].vals;
+		q[n].sql = req->txn.defer[i].sql;
+		q[n].n = req->txn.defer[i].n;
+		q[n].vals = (const char *const *)req->txn.defer[i].vals;
 	}
 	return n;
 }
@@ -260,13 +260,13 @@ commit_with(idem_req *req, const struct idem_q *record)
 	int		 rc;
 
 	memset(q, 0, sizeof(q));
-	if (!req->txn_open)
+	if (!req->txn.txn_open)
 		q[n++].sql = "BEGIN";
 	n = defer_queue(req, q, n);
 	q[n++] = *record;
 	q[n++].sql = "COMMIT";
 	rc = idem_pipeline(req->db, q, n, &req->round_trips);
-	req->txn_open = 0;
+	req->txn.txn_open = 0;
 	if (rc == 0 && !wrote_one(q[n - 2].res))
 		rc = -1;
 	idem_pipeline_clear(q, n);
@@ -289,17 +289,17 @@ store_and_commit(idem_req *req)
 	int			 lens[9] = { 0 }, fmts[9] = { 0 };
 	int			 rc, body;
 
-	if (req->phased && deadline_passed(req))
+	if (req->txn.phased && deadline_passed(req))
 		return -1;
 	if (headers_json(req, &hj) == -1)
 		return -1;
 	snprintf(st, sizeof(st), "%d", req->status);
 	memset(&rec, 0, sizeof(rec));
-	snprintf(ttl, sizeof(ttl), "%lld", req->limits.ttl_ms);
-	if (req->phased) {
-		snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
+	snprintf(ttl, sizeof(ttl), "%lld", req->txn.limits.ttl_ms);
+	if (req->txn.phased) {
+		snprintf(id, sizeof(id), "%lld", (long long)req->txn.record_id);
 		vals[0] = id;
-		vals[1] = req->lease_token;
+		vals[1] = req->txn.lease_token;
 		vals[2] = st;
 		vals[3] = hj.p;
 		body = 4;
@@ -323,14 +323,14 @@ store_and_commit(idem_req *req)
 	vals[body] = req->resp.p ? req->resp.p : "";
 	lens[body] = (int)req->resp.len;
 	fmts[body] = 1;
-	rec.n = req->phased ? 6 : body + 1;
+	rec.n = req->txn.phased ? 6 : body + 1;
 	rec.vals = vals;
 	rec.lens = lens;
 	rec.fmts = fmts;
 	rc = commit_with(req, &rec);
 	idem_buf_free(&hj);
-	if (rc == IDEM_RC_TRANSIENT && req->phased)
-		req->retry_later = "this request no longer holds its "
+	if (rc == IDEM_RC_TRANSIENT && req->txn.phased)
+		req->txn.retry_later = "this request no longer holds its "
 		    "Idempotency-Key";
 	return rc;
 }
@@ -345,13 +345,13 @@ deadline_passed(idem_req *req)
 {
 	long long	now = idem_now_us();
 
-	if (now - req->started_us <= req->limits.deadline_ms * 1000 &&
-	    now - req->phase_started_us <= req->limits.phase_deadline_ms *
+	if (now - req->txn.started_us <= req->txn.limits.deadline_ms * 1000 &&
+	    now - req->txn.phase_started_us <= req->txn.limits.phase_deadline_ms *
 	    1000)
 		return 0;
 	idem_log(IDEM_LOG_WARN, "request %s ran past its deadline: abandoned",
 	    req->request_id);
-	req->retry_later = "the request ran past its deadline";
+	req->txn.retry_later = "the request ran past its deadline";
 	return 1;
 }
 
@@ -362,11 +362,11 @@ renew(idem_req *req)
 {
 	struct idem_q	 q;
 	char		 id[24], lease[24];
-	const char	*vals[4] = { id, req->lease_token, NULL, lease };
+	const char	*vals[4] = { id, req->txn.lease_token, NULL, lease };
 	int		 rc;
 
-	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
-	snprintf(lease, sizeof(lease), "%lld", req->limits.lock_timeout_ms);
+	snprintf(id, sizeof(id), "%lld", (long long)req->txn.record_id);
+	snprintf(lease, sizeof(lease), "%lld", req->txn.limits.lock_timeout_ms);
 	memset(&q, 0, sizeof(q));
 	q.sql = sql_advance;
 	q.n = 4;
@@ -374,7 +374,7 @@ renew(idem_req *req)
 	rc = idem_pipeline(req->db, &q, 1, &req->round_trips);
 	idem_pipeline_clear(&q, 1);
 	if (rc == IDEM_RC_TRANSIENT)
-		req->retry_later = "this request no longer holds its "
+		req->txn.retry_later = "this request no longer holds its "
 		    "Idempotency-Key";
 	return rc == 0 ? 0 : -1;
 }
@@ -388,15 +388,15 @@ static void
 phase_failed(idem_req *req, int rc)
 {
 	char		 id[24];
-	const char	*vals[2] = { id, req->lease_token };
+	const char	*vals[2] = { id, req->txn.lease_token };
 
 	/* Open, or aborted by a failed flight (a fenced write that raised). */
-	if (req->txn_open || PQtransactionStatus(req->db) != PQTRANS_IDLE)
+	if (req->txn.txn_open || PQtransactionStatus(req->db) != PQTRANS_IDLE)
 		PQclear(PQexec(req->db, "ROLLBACK"));
-	req->txn_open = 0;
+	req->txn.txn_open = 0;
 	idem_defer_free(req);
 	/* Only while the lease is ours (idem_release() is fenced). */
-	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
+	snprintf(id, sizeof(id), "%lld", (long long)req->txn.record_id);
 	PQclear(PQexecParams(req->db, "SELECT idem_release($1::bigint, "
 	    "$2::uuid)", 2, NULL, vals, NULL, NULL, 0));
 	failed(req, rc);
@@ -425,8 +425,9 @@ fault(const char *when, const char *point)
 #endif
 }
 
-int
-idem_phase_begin(idem_req *req)
+/* Phased: open the phase's transaction (the handler asked for db). */
+static int
+phase_begin(idem_req *req)
 {
 	PGresult	*r;
 	int		 ok;
@@ -436,8 +437,26 @@ idem_phase_begin(idem_req *req)
 	ok = PQresultStatus(r) == PGRES_COMMAND_OK;
 	PQclear(r);
 	if (ok)
-		req->txn_open = 1;
+		req->txn.txn_open = 1;
 	return ok ? 0 : -1;
+}
+
+/*
+ * The handler's connection.  Under the middleware on a phased route each
+ * phase runs in its own transaction, opened here when the handler first
+ * asks for the connection in that phase (lazily: a phase that only pauses
+ * costs no BEGIN).  The state is this file's; request.c only owns the
+ * connection (conn.c).
+ */
+PGconn *
+idem_req_db(idem_req *req)
+{
+	if (idem_req_conn(req) == NULL)
+		return NULL;
+	if (req->txn.phased && req->txn.in_txn && !req->txn.txn_open &&
+	    phase_begin(req) == -1)
+		return NULL;
+	return req->db;
 }
 
 int
@@ -446,12 +465,12 @@ idem_req_phase_pause(idem_req *req)
 	PGresult	*r;
 
 	/* Nothing may be pending: this records no recovery point. */
-	if (!req->phased || req->ndefer > 0 || req->db == NULL)
+	if (!req->txn.phased || req->txn.ndefer > 0 || req->db == NULL)
 		return -1;
-	if (req->txn_open) {
+	if (req->txn.txn_open) {
 		r = PQexec(req->db, "ROLLBACK");
 		req->round_trips++;
-		req->txn_open = 0;
+		req->txn.txn_open = 0;
 		PQclear(r);
 	}
 	/* The external call that follows gets a whole lease: it is bounded
@@ -464,7 +483,7 @@ idem_req_phase_pause(idem_req *req)
 int
 idem_req_lease_renew(idem_req *req)
 {
-	if (!req->phased || req->db == NULL || req->txn_open ||
+	if (!req->txn.phased || req->db == NULL || req->txn.txn_open ||
 	    deadline_passed(req))
 		return -1;
 	return renew(req);
@@ -475,10 +494,10 @@ idem_req_time_left_ms(const idem_req *req)
 {
 	long long	now = idem_now_us(), a, b;
 
-	if (req->started_us == 0)
+	if (req->txn.started_us == 0)
 		return 0;
-	a = req->limits.deadline_ms - (now - req->started_us) / 1000;
-	b = req->limits.phase_deadline_ms - (now - req->phase_started_us) /
+	a = req->txn.limits.deadline_ms - (now - req->txn.started_us) / 1000;
+	b = req->txn.limits.phase_deadline_ms - (now - req->txn.phase_started_us) /
 	    1000;
 	a = a < b ? a : b;
 	return a > 0 ? a : 0;
@@ -487,13 +506,13 @@ idem_req_time_left_ms(const idem_req *req)
 const char *
 idem_req_recovery_point(const idem_req *req)
 {
-	return req->recovery_point[0] != '\0' ? req->recovery_point : NULL;
+	return req->txn.recovery_point[0] != '\0' ? req->txn.recovery_point : NULL;
 }
 
 int64_t
 idem_req_record_id(const idem_req *req)
 {
-	return req->record_id;
+	return req->txn.record_id;
 }
 
 int
@@ -504,16 +523,16 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	const char	*vals[4];
 	int		 rc;
 
-	if (!req->phased || req->db == NULL || next == NULL ||
-	    strlen(next) == 0 || strlen(next) >= sizeof(req->recovery_point))
+	if (!req->txn.phased || req->db == NULL || next == NULL ||
+	    strlen(next) == 0 || strlen(next) >= sizeof(req->txn.recovery_point))
 		return -1;
 	if (deadline_passed(req))
 		return -1;
 	fault("before", next);
-	snprintf(id, sizeof(id), "%lld", (long long)req->record_id);
-	snprintf(lease, sizeof(lease), "%lld", req->limits.lock_timeout_ms);
+	snprintf(id, sizeof(id), "%lld", (long long)req->txn.record_id);
+	snprintf(lease, sizeof(lease), "%lld", req->txn.limits.lock_timeout_ms);
 	vals[0] = id;
-	vals[1] = req->lease_token;
+	vals[1] = req->txn.lease_token;
 	vals[2] = next;
 	vals[3] = lease;
 	memset(&update, 0, sizeof(update));
@@ -525,12 +544,12 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	rc = commit_with(req, &update);
 	if (rc != 0) {
 		if (rc == IDEM_RC_TRANSIENT)
-			req->retry_later = "this request no longer holds its "
+			req->txn.retry_later = "this request no longer holds its "
 			    "Idempotency-Key";
 		return -1;
 	}
-	strcpy(req->recovery_point, next);
-	req->phase_started_us = idem_now_us();
+	strcpy(req->txn.recovery_point, next);
+	req->txn.phase_started_us = idem_now_us();
 	fault("after", next);
 	return 0;
 }
@@ -577,7 +596,7 @@ claim_row(const idem_req *req, const PGresult *r, struct idem_claim_row *row)
 	row->inserted = !PQgetisnull(r, 0, C_INSERTED) &&
 	    !PQgetisnull(r, 0, C_TOKEN);
 	row->taken = get_bool(r, C_TAKEN) && !PQgetisnull(r, 0, C_TOKEN) &&
-	    PQgetlength(r, 0, C_POINT) < (int)sizeof(req->recovery_point);
+	    PQgetlength(r, 0, C_POINT) < (int)sizeof(req->txn.recovery_point);
 	row->has_record = !PQgetisnull(r, 0, C_ID);
 	row->same_request = row->has_record &&
 	    strcmp(PQgetvalue(r, 0, C_METHOD), req->method) == 0 &&
@@ -621,9 +640,9 @@ execute(idem_req *req)
 {
 	int	rc;
 
-	req->started_us = req->phase_started_us = idem_now_us();
+	req->txn.started_us = req->txn.phase_started_us = idem_now_us();
 	rc = req->route->fn(req, req->route->arg);
-	if (req->phased && (rc == -1 || req->status == 0 ||
+	if (req->txn.phased && (rc == -1 || req->status == 0 ||
 	    req->status >= 500)) {
 		phase_failed(req, rc);
 		return;
@@ -635,7 +654,7 @@ execute(idem_req *req)
 		return;
 	}
 	if ((rc = store_and_commit(req)) != 0) {
-		if (req->phased)
+		if (req->txn.phased)
 			phase_failed(req, rc);
 		else
 			failed(req, rc);
@@ -657,17 +676,17 @@ idem_idempotent_run(idem_req *req)
 	size_t			 nq;
 	int			 rc;
 
-	req->phased = (req->route->flags & IDEM_ROUTE_PHASED) != 0;
+	req->txn.phased = (req->route->flags & IDEM_ROUTE_PHASED) != 0;
 	idem_cfg_route_limits(&req->app->cfg, req->method, req->route->pattern,
-	    &req->limits);
+	    &req->txn.limits);
 	fingerprint(req);
 	if (idem_req_db(req) == NULL) {
 		unavailable(req);
 		return;
 	}
 	lock_id(req, lock);
-	snprintf(ttl, sizeof(ttl), "%lld", req->limits.ttl_ms);
-	snprintf(lease, sizeof(lease), "%lld", req->limits.lock_timeout_ms);
+	snprintf(ttl, sizeof(ttl), "%lld", req->txn.limits.ttl_ms);
+	snprintf(lease, sizeof(lease), "%lld", req->txn.limits.lock_timeout_ms);
 	vals[0] = (const char *)req->secret_hash;
 	vals[1] = req->key;
 	vals[2] = req->method;
@@ -676,9 +695,9 @@ idem_idempotent_run(idem_req *req)
 	vals[5] = ttl;
 	vals[6] = lock;
 	vals[7] = lease;
-	vals[8] = req->phased ? "true" : "false";
-	vals[9] = req->phased ? (req->canon.p ? req->canon.p : "") : NULL;
-	lens[9] = req->phased ? (int)req->canon.len : 0;
+	vals[8] = req->txn.phased ? "true" : "false";
+	vals[9] = req->txn.phased ? (req->canon.p ? req->canon.p : "") : NULL;
+	lens[9] = req->txn.phased ? (int)req->canon.len : 0;
 
 	memset(q, 0, sizeof(q));
 	q[0].sql = "BEGIN";
@@ -691,14 +710,13 @@ idem_idempotent_run(idem_req *req)
 	/* Phased: the new record and its lease commit at once, and nothing
 	 * else happened when the verdict is a replay, a 409 or a 422. */
 	nq = 2;
-	if (req->phased)
+	if (req->txn.phased)
 		q[nq++].sql = "COMMIT";
 	rc = idem_pipeline(req->db, q, nq, &req->round_trips);
 	if (rc == IDEM_RC_TRANSIENT && idem_db_broken(req->db)) {
 		/* Nothing happened yet: once more, on a re-established one. */
 		idem_pipeline_clear(q, nq);
-		idem_pool_release(req->app->pool, req->db);
-		req->db = NULL;
+		idem_req_conn_release(req);
 		if (idem_req_db(req) != NULL)
 			rc = idem_pipeline(req->db, q, nq, &req->round_trips);
 	}
@@ -707,11 +725,11 @@ idem_idempotent_run(idem_req *req)
 		failed(req, rc);
 		return;
 	}
-	req->in_txn = 1;
-	req->txn_open = !req->phased;
+	req->txn.in_txn = 1;
+	req->txn.txn_open = !req->txn.phased;
 	r = q[1].res;
 	claim_row(req, r, &row);
-	switch (idem_claim_verdict(&row, req->phased)) {
+	switch (idem_claim_verdict(&row, req->txn.phased)) {
 	case IDEM_V_UNAUTHORIZED:
 		idem_resp_problem(req, IDEM_P_UNAUTHORIZED,
 		    "a valid 'Authorization: Bearer' API key is required");
@@ -721,12 +739,12 @@ idem_idempotent_run(idem_req *req)
 	case IDEM_V_EXECUTE:
 	case IDEM_V_RESUME:
 		req->tenant = get_i64(r, C_TENANT);
-		token_text(r, req->lease_token);
-		if (req->phased) {
-			req->resumed = !row.inserted;
-			req->record_id = get_i64(r, row.inserted ? C_INSERTED :
+		token_text(r, req->txn.lease_token);
+		if (req->txn.phased) {
+			req->txn.resumed = !row.inserted;
+			req->txn.record_id = get_i64(r, row.inserted ? C_INSERTED :
 			    C_ID);
-			strcpy(req->recovery_point, row.inserted ? "started" :
+			strcpy(req->txn.recovery_point, row.inserted ? "started" :
 			    PQgetvalue(r, 0, C_POINT));
 		}
 		idem_pipeline_clear(q, nq);
@@ -755,14 +773,14 @@ idem_idempotent_run(idem_req *req)
 		break;
 	}
 	idem_pipeline_clear(q, nq);
-	if (req->phased)
+	if (req->txn.phased)
 		return;		/* committed with flight 1 */
 	/* Holding the key's lock, wait: a retry must not find it taken. */
 	if (row.lock_got)
 		PQclear(PQexec(req->db, "ROLLBACK"));
 	else
 		rollback_async(req);
-	req->txn_open = 0;
+	req->txn.txn_open = 0;
 }
 
 int
@@ -775,7 +793,7 @@ idem_req_defer(idem_req *req, const char *sql, int nparams,
 
 	if (nparams < 0 || nparams > 64)
 		return -1;
-	if (!req->in_txn) {
+	if (!req->txn.in_txn) {
 		if (idem_req_db(req) == NULL)
 			return -1;
 		r = PQexecParams(req->db, sql, nparams, NULL, values, NULL,
@@ -788,9 +806,9 @@ idem_req_defer(idem_req *req, const char *sql, int nparams,
 		PQclear(r);
 		return ok ? 0 : -1;
 	}
-	if (req->ndefer == sizeof(req->defer) / sizeof(req->defer[0]))
+	if (req->txn.ndefer == sizeof(req->txn.defer) / sizeof(req->txn.defer[0]))
 		return -1;
-	d = &req->defer[req->ndefer];
+	d = &req->txn.defer[req->txn.ndefer];
 	memset(d, 0, sizeof(*d));
 	if ((d->sql = strdup(sql)) == NULL ||
 	    (d->vals = calloc((size_t)nparams + 1, sizeof(char *))) == NULL)
@@ -800,7 +818,7 @@ idem_req_defer(idem_req *req, const char *sql, int nparams,
 			goto fail;
 	/* Queued only whole: a failed copy would have become an SQL NULL. */
 	d->n = nparams;
-	req->ndefer++;
+	req->txn.ndefer++;
 	return 0;
 fail:
 	if (d->vals != NULL)
@@ -818,11 +836,11 @@ idem_defer_free(idem_req *req)
 	size_t	i;
 	int	j;
 
-	for (i = 0; i < req->ndefer; i++) {
-		for (j = 0; j < req->defer[i].n; j++)
-			free(req->defer[i].vals[j]);
-		free(req->defer[i].vals);
-		free(req->defer[i].sql);
+	for (i = 0; i < req->txn.ndefer; i++) {
+		for (j = 0; j < req->txn.defer[i].n; j++)
+			free(req->txn.defer[i].vals[j]);
+		free(req->txn.defer[i].vals);
+		free(req->txn.defer[i].sql);
 	}
-	req->ndefer = 0;
+	req->txn.ndefer = 0;
 }

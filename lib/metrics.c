@@ -87,6 +87,7 @@ idem_metrics_request(idem_app *app, const idem_req *req, double seconds)
 
 	if (m == NULL)
 		return;
+	idem_metrics_pool_waits(app, req);
 	hist_add(&m->duration, seconds);
 	if (req->route == NULL)
 		return;
@@ -102,10 +103,15 @@ idem_metrics_request(idem_app *app, const idem_req *req, double seconds)
 }
 
 void
-idem_metrics_pool_wait(idem_app *app, double seconds)
+idem_metrics_pool_waits(idem_app *app, const idem_req *req)
 {
-	if (app->metrics != NULL)
-		hist_add(&app->metrics->pool_wait, seconds);
+	unsigned	i;
+
+	if (app->metrics == NULL)
+		return;
+	for (i = 0; i < req->npool_waits; i++)
+		hist_add(&app->metrics->pool_wait,
+		    (double)req->pool_wait_us[i] / 1e6);
 }
 
 void
@@ -193,7 +199,7 @@ idem_metrics_handler(idem_req *req, void *arg)
 	hist_print(&b, "idem_request_duration_seconds", "Request duration.",
 	    &m->duration);
 
-	if ((db = idem_req_db(req)) != NULL)
+	if ((db = idem_req_conn(req)) != NULL)
 		r = PQexec(db, "SELECT"
 		    " coalesce(extract(epoch FROM now() - min(created_at)"
 		    "   FILTER (WHERE expires_at > now())), 0),"

@@ -12,6 +12,7 @@
 #include <fcgiapp.h>
 
 #include "internal.h"
+#include "idempotency.h"
 
 /* --- pgpool.c ------------------------------------------------------------ */
 
@@ -97,7 +98,8 @@ int	idem_metrics_init(idem_app *app);
 void	idem_metrics_free(idem_app *app);
 void	idem_metrics_request(idem_app *app, const idem_req *req,
 	    double seconds);
-void	idem_metrics_pool_wait(idem_app *app, double seconds);
+/* The pool waits req recorded (idem_metrics_request() counts them too). */
+void	idem_metrics_pool_waits(idem_app *app, const idem_req *req);
 void	idem_metrics_add(idem_app *app, int which, long n);
 enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED, IDEM_M_COMPLETED };
 int	idem_metrics_handler(idem_req *req, void *arg);
@@ -143,28 +145,15 @@ struct idem_req {
 	unsigned char		 fingerprint[32];
 	char			 request_id[17];
 
-	/* database */
+	/* database (conn.c) */
 	PGconn			*db;
 	int			 db_unavailable;
-	int			 in_txn;	/* under the middleware */
-	int			 txn_open;	/* a transaction is open on db */
-	int64_t			 record_id;	/* idempotency_keys.id */
-	char			 recovery_point[64];
-	int			 phased;
-	int			 resumed;	/* lease taken over */
-	char			 lease_token[40];	/* phased: our lease */
-	struct idem_route_limits limits;	/* the route's */
-	long long		 started_us;	/* the handler's start */
-	long long		 phase_started_us;	/* the phase's */
-	const char		*retry_later;	/* why a 5xx is a 503 */
 	unsigned		 round_trips;
-	/* statements the handler deferred to the commit flight */
-	size_t			 ndefer;
-	struct idem_defer {
-		char		*sql;
-		int		 n;
-		char		**vals;
-	}			 defer[4];
+	unsigned		 npool_waits;	/* acquisitions, for metrics */
+	long long		 pool_wait_us[4];
+	/* the middleware's transaction: read and written by idempotency.c
+	 * only */
+	struct idem_txn		 txn;
 
 	/* response */
 	int			 status;
@@ -182,7 +171,6 @@ void	idem_request_handle(idem_app *app, FCGX_Request *fcgi);
 /* Free everything a request holds and give its connection back. */
 void	idem_req_release(idem_req *req);
 void	idem_resp_reset(idem_req *req);
-void	idem_defer_free(idem_req *req);
 /* Free what idem_req_query() returned (at the end of the request). */
 void	idem_req_query_free(idem_req *req);
 int	idem_resp_has_header(const idem_req *req, const char *name);
@@ -235,10 +223,14 @@ void	idem_authc_put(struct idem_authc *c, const unsigned char hash[32],
 	    int64_t tenant, long long verified_ms);
 void	idem_authc_forget(struct idem_authc *c, const unsigned char hash[32]);
 
-/* idempotency.c: run req's handler exactly once for its key. */
-void	idem_idempotent_run(idem_req *req);
-/* Phased: open the next phase's transaction when the handler wants db. */
-int	idem_phase_begin(idem_req *req);
+/* conn.c: the request's connection, taken from the pool on first use
+ * (the wait is kept in req for metrics); NULL when none came in time. */
+PGconn	*idem_req_conn(idem_req *req);
+/* Give it back (a transaction still open is rolled back by the pool). */
+void	idem_req_conn_release(idem_req *req);
+
+/* response.c: the status line, headers and body, on the FastCGI stream. */
+void	idem_resp_write(idem_req *req);
 
 /* The fleet-wide eviction lock (any constant). */
 #define IDEM_EVICT_LOCK	"7236491087"

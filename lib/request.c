@@ -17,7 +17,6 @@
 
 #define QUERY_MAX_LEN	4096
 #define CTYPE_MAX_LEN	256
-#define HEADER_MAX_LEN	8192
 
 /* --- accessors ------------------------------------------------------------ */
 
@@ -121,34 +120,6 @@ idem_req_query_free(idem_req *req)
 }
 
 const char *
-idem_req_header(const idem_req *req, const char *name)
-{
-	char		 env[128];
-	size_t		 i, o = 0;
-	const char	*v;
-
-	/* A request the completer runs again has no headers. */
-	if (req->fcgi == NULL)
-		return NULL;
-	if (strcasecmp(name, "Content-Type") == 0)
-		return FCGX_GetParam("CONTENT_TYPE", req->fcgi->envp);
-	if (strcasecmp(name, "Content-Length") == 0)
-		return FCGX_GetParam("CONTENT_LENGTH", req->fcgi->envp);
-	if (strlen(name) + 6 > sizeof(env))
-		return NULL;
-	memcpy(env, "HTTP_", 5);
-	o = 5;
-	for (i = 0; name[i] != '\0'; i++)
-		env[o++] = name[i] == '-' ? '_' :
-		    (char)toupper((unsigned char)name[i]);
-	env[o] = '\0';
-	v = FCGX_GetParam(env, req->fcgi->envp);
-	if (v != NULL && strlen(v) > HEADER_MAX_LEN)
-		return NULL;
-	return v;
-}
-
-const char *
 idem_req_body(const idem_req *req, size_t *len)
 {
 	if (len != NULL)
@@ -178,143 +149,6 @@ const idem_app *
 idem_req_app(const idem_req *req)
 {
 	return req->app;
-}
-
-PGconn *
-idem_req_db(idem_req *req)
-{
-	long long	t0;
-
-	if (req->db == NULL && !req->db_unavailable) {
-		t0 = idem_now_us();
-		req->db = idem_pool_acquire(req->app->pool,
-		    req->app->cfg.acquire_timeout_ms);
-		idem_metrics_pool_wait(req->app, (double)(idem_now_us() - t0) / 1e6);
-		if (req->db == NULL)
-			req->db_unavailable = 1;
-	}
-	if (req->db != NULL && req->phased && req->in_txn && !req->txn_open &&
-	    idem_phase_begin(req) == -1)
-		return NULL;
-	return req->db;
-}
-
-/* --- response ------------------------------------------------------------- */
-
-void
-idem_resp_reset(idem_req *req)
-{
-	size_t	i;
-
-	for (i = 0; i < req->nheaders; i++) {
-		free(req->hname[i]);
-		free(req->hvalue[i]);
-	}
-	req->nheaders = 0;
-	free(req->ctype);
-	req->ctype = NULL;
-	idem_buf_reset(&req->resp);
-	req->status = 0;
-}
-
-int
-idem_resp_body(idem_req *req, int status, const char *ctype,
-    const char *body, size_t len)
-{
-	if (status < 100 || status > 599 || ctype == NULL ||
-	    strpbrk(ctype, "\r\n") != NULL)
-		return -1;
-	idem_resp_reset(req);
-	if ((req->ctype = strdup(ctype)) == NULL ||
-	    idem_buf_add(&req->resp, body, len) == -1)
-		return -1;
-	req->status = status;
-	return 0;
-}
-
-int
-idem_resp_json(idem_req *req, int status, const char *json, size_t len)
-{
-	return idem_resp_body(req, status, "application/json", json, len);
-}
-
-int
-idem_resp_header(idem_req *req, const char *name, const char *value)
-{
-	size_t	i;
-
-	/* Header injection is refused, whatever the handler passes. */
-	if (req->nheaders == IDEM_MAX_HEADERS || name[0] == '\0' ||
-	    strpbrk(name, "\r\n: ") != NULL || strpbrk(value, "\r\n") != NULL)
-		return -1;
-	for (i = 0; i < req->nheaders; i++)
-		if (strcasecmp(req->hname[i], name) == 0)
-			return -1;
-	req->hname[req->nheaders] = strdup(name);
-	req->hvalue[req->nheaders] = strdup(value);
-	if (req->hname[req->nheaders] == NULL ||
-	    req->hvalue[req->nheaders] == NULL) {
-		free(req->hname[req->nheaders]);
-		free(req->hvalue[req->nheaders]);
-		return -1;
-	}
-	req->nheaders++;
-	return 0;
-}
-
-int
-idem_resp_has_header(const idem_req *req, const char *name)
-{
-	size_t	i;
-
-	for (i = 0; i < req->nheaders; i++)
-		if (strcasecmp(req->hname[i], name) == 0)
-			return 1;
-	return 0;
-}
-
-static const char *
-reason(int status)
-{
-	switch (status) {
-	case 200: return "OK";
-	case 201: return "Created";
-	case 204: return "No Content";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 402: return "Payment Required";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 409: return "Conflict";
-	case 413: return "Content Too Large";
-	case 415: return "Unsupported Media Type";
-	case 422: return "Unprocessable Content";
-	case 500: return "Internal Server Error";
-	case 503: return "Service Unavailable";
-	default:  return "Status";
-	}
-}
-
-static void
-resp_write(idem_req *req)
-{
-	struct idem_buf	 h = { 0 };
-	size_t		 i;
-
-	idem_buf_addf(&h, "Status: %d %s\r\nContent-Type: %s\r\n"
-	    "Content-Length: %lu\r\n", req->status, reason(req->status),
-	    req->ctype, (unsigned long)req->resp.len);
-	for (i = 0; i < req->nheaders; i++)
-		idem_buf_addf(&h, "%s: %s\r\n", req->hname[i], req->hvalue[i]);
-	if (req->replayed)
-		idem_buf_adds(&h, "Idempotent-Replayed: true\r\n");
-	idem_buf_adds(&h, "\r\n");
-	if (h.p != NULL)
-		FCGX_PutStr(h.p, (int)h.len, req->fcgi->out);
-	if (req->resp.len > 0 && strcmp(req->method, "HEAD") != 0)
-		FCGX_PutStr(req->resp.p, (int)req->resp.len, req->fcgi->out);
-	idem_buf_free(&h);
 }
 
 /* --- validation ------------------------------------------------------------ */
@@ -624,11 +458,9 @@ idem_request_handle(idem_app *app, FCGX_Request *fcgi)
 	/* Counted before the client can read the answer and scrape. */
 	idem_metrics_request(app, &req, (double)(idem_now_us() - t0) / 1e6);
 	/* The client is answered before a pending ROLLBACK is drained. */
-	resp_write(&req);
+	idem_resp_write(&req);
 	FCGX_FFlush(fcgi->out);
-	if (req.db != NULL)
-		idem_pool_release(app->pool, req.db);
-	req.db = NULL;
+	idem_req_conn_release(&req);
 	idem_log_request(&req, idem_now_us() - t0);
 	idem_req_release(&req);
 }
@@ -636,9 +468,7 @@ idem_request_handle(idem_app *app, FCGX_Request *fcgi)
 void
 idem_req_release(idem_req *req)
 {
-	if (req->db != NULL)
-		idem_pool_release(req->app->pool, req->db);
-	req->db = NULL;
+	idem_req_conn_release(req);
 	idem_resp_reset(req);
 	idem_buf_free(&req->resp);
 	idem_buf_free(&req->canon);

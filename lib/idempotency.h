@@ -1,0 +1,41 @@
+/*
+ * idempotency.h - the exactly-once middleware's own state and entry
+ * points.  struct idem_txn is embedded in every idem_req (so a request on
+ * the stack needs no allocation) but only idempotency.c reads or writes it.
+ */
+#ifndef IDEM_IDEMPOTENCY_H
+#define IDEM_IDEMPOTENCY_H
+
+#include <stdint.h>
+
+#include "internal.h"
+
+/* A statement the handler deferred to the commit flight. */
+struct idem_defer {
+	char		*sql;
+	int		 n;
+	char		**vals;
+};
+
+struct idem_txn {
+	int			 in_txn;	/* under the middleware */
+	int			 txn_open;	/* a transaction is open on db */
+	int			 phased;
+	int			 resumed;	/* lease taken over */
+	int64_t			 record_id;	/* idempotency_keys.id */
+	char			 recovery_point[64];
+	char			 lease_token[40];	/* phased: our lease */
+	struct idem_route_limits limits;	/* the route's */
+	long long		 started_us;	/* the handler's start */
+	long long		 phase_started_us;	/* the phase's */
+	const char		*retry_later;	/* why a 5xx is a 503 */
+	size_t			 ndefer;
+	struct idem_defer	 defer[4];
+};
+
+/* Run req's handler exactly once for its key. */
+void	idem_idempotent_run(idem_req *req);
+/* Free the statements a handler deferred and did not commit. */
+void	idem_defer_free(idem_req *req);
+
+#endif /* IDEM_IDEMPOTENCY_H */
