@@ -30,25 +30,26 @@ main(void)
 	int		 n;
 
 	memset(&req, 0, sizeof(req));
-	req.in_txn = 1;		/* under the middleware: statements queue */
+	req.txn.in_txn = 1;		/* under the middleware: statements queue */
 
 	/* strdup #1 is the SQL text, #2..#4 the values. */
 	for (n = 1; n <= 4; n++) {
 		fail_at = n;
 		TAP_OK(idem_req_defer(&req, "UPDATE t SET a = $2 WHERE id = $1",
 		    3, vals) == -1, "copy %d of 4 fails: the call fails", n);
-		TAP_OK(req.ndefer == 0, "  and nothing is queued (ndefer %zu)",
-		    req.ndefer);
+		TAP_OK(req.txn.ndefer == 0, "  and nothing is queued (ndefer %zu)",
+		    req.txn.ndefer);
 	}
 	fail_at = 0;
 	TAP_OK(idem_req_defer(&req, "UPDATE t SET a = $2 WHERE id = $1", 3,
-	    vals) == 0 && req.ndefer == 1, "no failure: queued once");
-	TAP_OK(req.defer[0].n == 3 && strcmp(req.defer[0].vals[0], "pay_1") ==
-	    0 && strcmp(req.defer[0].vals[2], "approved") == 0 &&
-	    req.defer[0].vals[3] == NULL, "  with every value copied");
-	TAP_OK(idem_req_defer(&req, "x", 65, vals) == -1 && req.ndefer == 1,
+	    vals) == 0 && req.txn.ndefer == 1, "no failure: queued once");
+	TAP_OK(req.txn.defer[0].n == 3 &&
+	    strcmp(req.txn.defer[0].vals[0], "pay_1") ==
+	    0 && strcmp(req.txn.defer[0].vals[2], "approved") == 0 &&
+	    req.txn.defer[0].vals[3] == NULL, "  with every value copied");
+	TAP_OK(idem_req_defer(&req, "x", 65, vals) == -1 && req.txn.ndefer == 1,
 	    "more than 64 parameters: refused, nothing queued");
 	idem_defer_free(&req);
-	TAP_OK(req.ndefer == 0, "freed");
+	TAP_OK(req.txn.ndefer == 0, "freed");
 	return TAP_DONE();
 }
