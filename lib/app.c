@@ -34,6 +34,7 @@ idem_app_free(idem_app *app)
 	idem_router_free(&app->router);
 	idem_metrics_free(app);
 	idem_authc_free(app->authc);
+	idem_app_problems_free(app);
 	free(app->listen);
 	idem_cfg_free(&app->cfg);
 	free(app->name);

@@ -56,8 +56,7 @@ enum idem_problem {
 	IDEM_P_METHOD,			/* method-not-allowed */
 	IDEM_P_UNAVAILABLE,		/* service-unavailable */
 	IDEM_P_INTERNAL,		/* internal-error */
-	IDEM_P_PAYMENT_REQUIRED,	/* payment-declined (402) */
-	IDEM_P__MAX
+	IDEM_P__MAX	/* an application's own types follow (idem_app_problem) */
 };
 
 /* --- application ------------------------------------------------------- */
@@ -69,6 +68,15 @@ void		 idem_app_free(idem_app *app);
 int		 idem_app_route(idem_app *app, const char *method,
 		    const char *pattern, unsigned flags,
 		    idem_handler_fn fn, void *arg);
+
+/*
+ * Define an application's own problem type (type URI ending in slug, its
+ * status, its title) for idem_resp_problem(); before idem_app_run().  The
+ * value to pass, past IDEM_P__MAX, or -1 (bad slug, status or title, too
+ * many, out of memory).
+ */
+int		 idem_app_problem(idem_app *app, const char *slug, int status,
+		    const char *title);
 
 /* Allow an application config key ([section] key) before loading. */
 int		 idem_app_config_key(idem_app *app, const char *section,

@@ -156,7 +156,7 @@ enum idem_verdict idem_claim_verdict(const struct idem_claim_row *row,
 /* One [route "METHOD /path"] section; 0 (and line 0): not set there. */
 struct idem_cfg_route {
 	char			*method;	/* "POST" */
-	char			*path;		/* "/v1/payments" (a pattern) */
+	char			*path;		/* "/v1/orders/:id" (a pattern) */
 	long long		 ttl_ms;
 	long long		 lock_timeout_ms;
 	long long		 deadline_ms;	/* the whole handler */

@@ -73,9 +73,17 @@ void	idem_log_request_line(const idem_req *req, long long duration_us,
 
 /* --- problem.c ----------------------------------------------------------- */
 
-const char *idem_problem_slug(enum idem_problem p);
-const char *idem_problem_title(enum idem_problem p);
-int	    idem_problem_status(enum idem_problem p);
+/* An application's problem type (idem_app_problem()). */
+struct idem_problem_type {
+	char	*slug;
+	char	*title;
+	int	 status;
+};
+
+#define IDEM_APP_PROBLEMS_MAX	32
+
+/* Free the application's problem types (idem_app_free()). */
+void	idem_app_problems_free(idem_app *app);
 
 /* --- the application ----------------------------------------------------- */
 
@@ -89,6 +97,8 @@ struct idem_app {
 	long			 command_max;	/* complete: at most this many */
 	struct idem_metrics	*metrics;
 	struct idem_authc	*authc;		/* NULL: no cache */
+	struct idem_problem_type problems[IDEM_APP_PROBLEMS_MAX];
+	size_t			 nproblems;	/* idem_app_problem() */
 	atomic_int		 stopping;
 };
 

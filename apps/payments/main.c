@@ -18,6 +18,12 @@ main(int argc, char *argv[])
 		return 1;
 	idem_app_config_key(app, "payments", "acquirer_url");
 	idem_app_config_key(app, "payments", "bench_routes");
+	/* The sample's own problem type: the card was declined. */
+	if ((payments_p_declined = idem_app_problem(app, "payment-declined",
+	    402, "Payment declined")) == -1) {
+		idem_app_free(app);
+		return 1;
+	}
 	if ((rc = idem_app_init(app, argc, argv)) != 0) {
 		idem_app_free(app);
 		return rc;

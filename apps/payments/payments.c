@@ -16,6 +16,8 @@
 #include "acquirer.h"
 #include "payments.h"
 
+int	payments_p_declined = -1;
+
 #define AMOUNT_MAX	1000000000000LL	/* 10^12 minor units */
 #define DESC_MAX	1000
 #define CUSTOMER_MAX	255
@@ -718,7 +720,7 @@ phase_finish(idem_req *req)
 		return -1;
 	}
 	if (!approved) {
-		idem_resp_problem(req, IDEM_P_PAYMENT_REQUIRED,
+		idem_resp_problem(req, (enum idem_problem)payments_p_declined,
 		    "the card was declined (payment %s)", PQgetvalue(r, 0, 0));
 		PQclear(r);
 		return 0;

@@ -6,6 +6,9 @@
 
 #include <idem.h>
 
+/* The "payment-declined" problem type (402), defined by main(). */
+extern int	payments_p_declined;
+
 int	payments_create(idem_req *req, void *arg);
 /* arg: the acquirer URL */
 int	payments_create_phased(idem_req *req, void *arg);
