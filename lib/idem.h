@@ -193,7 +193,24 @@ int		 idem_req_derived_key(const idem_req *req, const char *phase,
 
 /* --- operations (idemctl) ---------------------------------------------- */
 
-/* Apply dir/\*.sql in name order, each once; returns files applied or -1. */
+/*
+ * Connect as idemctl does: read the config file (NULL: none, the PG*
+ * environment), accepting any key of the application's sections, and
+ * connect within its [database] acquire_timeout.  Fills set (when not
+ * NULL) with what the operations below take from the file.  The
+ * connection (PQfinish() it), or NULL with the reason in err.
+ */
+struct idem_db_settings {
+	long long	lock_timeout_ms;	/* [idempotency] lock_timeout */
+	long		evict_batch;		/* [idempotency] evict_batch */
+};
+PGconn		*idem_db_open(const char *config,
+		    struct idem_db_settings *set, char *err, size_t errlen);
+/*
+ * Apply dir/\*.sql in name order, each once; returns files applied or -1.
+ * A database records a migration by its file name alone, so the names of
+ * all the directories migrated into one database must differ.
+ */
 int		 idem_migrate(PGconn *db, const char *dir, char *err,
 		    size_t errlen);
 /* Create an API key; writes the secret (NUL-terminated) to secret. */

@@ -109,6 +109,39 @@ out:
 	return rc;
 }
 
+PGconn *
+idem_db_open(const char *config, struct idem_db_settings *set, char *err,
+    size_t errlen)
+{
+	struct idem_cfg	 cfg;
+	PGconn		*db;
+	const char	*msg;
+	size_t		 n;
+
+	idem_cfg_init(&cfg);
+	cfg.any_app_keys = 1;	/* the application's sections are not ours */
+	if (config != NULL && idem_cfg_load(&cfg, config, err, errlen) == -1) {
+		idem_cfg_free(&cfg);
+		return NULL;
+	}
+	if (set != NULL) {
+		set->lock_timeout_ms = cfg.lock_timeout_ms;
+		set->evict_batch = cfg.evict_batch;
+	}
+	db = idem_db_connect(cfg.conninfo, cfg.acquire_timeout_ms);
+	idem_cfg_free(&cfg);
+	if (db != NULL && PQstatus(db) == CONNECTION_OK)
+		return db;
+	/* libpq's message ends in a newline; err is a line's text. */
+	msg = db != NULL ? PQerrorMessage(db) : "out of memory";
+	n = strlen(msg);
+	if (n > 0 && msg[n - 1] == '\n')
+		n--;
+	snprintf(err, errlen, "cannot connect: %.*s", (int)n, msg);
+	PQfinish(db);
+	return NULL;
+}
+
 int
 idem_migrate(PGconn *db, const char *dir, char *err, size_t errlen)
 {

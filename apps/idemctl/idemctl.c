@@ -13,13 +13,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "private.h"
+#include <idem.h>
 
 static void
 usage(void)
 {
 	fprintf(stderr,
-	    "usage: idemctl [-c config] migrate [--dir DIR]\n"
+	    "usage: idemctl [-c config] migrate [--dir DIR]...\n"
 	    "       idemctl [-c config] api-key create NAME\n"
 	    "       idemctl [-c config] api-key revoke NAME\n"
 	    "       idemctl [-c config] evict [--batch N] [--max-batches M]\n"
@@ -47,13 +47,15 @@ num_arg(const char *s, long *out)
 }
 
 /*
- * migrate's directory without --dir: the source tree's sql/ when this is
- * the binary make left in its build tree (apps/idemctl/, or .libs/ there
- * under a libtool wrapper), so that a tree that is built but not installed
- * migrates from its own schema; else the installed one.  See idemctl(8).
+ * migrate's directories without --dir: the library's migrations, then the
+ * sample application's (its tables refer to the library's).  From the
+ * source tree when this is the binary make left in its build tree
+ * (apps/idemctl/, or .libs/ there under a libtool wrapper), so that a tree
+ * that is built but not installed migrates from its own schema; else the
+ * installed ones.  See idemctl(8).
  */
-static const char *
-default_sqldir(void)
+static int
+in_build_tree(void)
 {
 	char		 exe[PATH_MAX], bin[PATH_MAX], *slash;
 	struct stat	 st;
@@ -61,39 +63,47 @@ default_sqldir(void)
 	size_t		 len;
 
 	if ((n = readlink("/proc/self/exe", exe, sizeof(exe) - 1)) <= 0)
-		return IDEM_SQLDIR;
+		return 0;
 	exe[n] = '\0';
 	if ((slash = strrchr(exe, '/')) == NULL ||
 	    realpath(IDEM_BUILD_BINDIR, bin) == NULL)
-		return IDEM_SQLDIR;
+		return 0;
 	*slash = '\0';				/* the directory of the binary */
 	len = strlen(bin);
 	if (strncmp(exe, bin, len) != 0 ||
 	    (exe[len] != '\0' && strcmp(exe + len, "/.libs") != 0))
-		return IDEM_SQLDIR;
-	if (stat(IDEM_SRC_SQLDIR, &st) == -1 || !S_ISDIR(st.st_mode))
-		return IDEM_SQLDIR;
-	return IDEM_SRC_SQLDIR;
+		return 0;
+	return stat(IDEM_SRC_SQLDIR, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 static int
 cmd_migrate(PGconn *db, int argc, char **argv)
 {
-	const char	*dir;
+	const char	*dirs[8];
 	char		 err[1024];
-	int		 n;
+	int		 i, n, ndirs = 0;
 
-	if (argc == 3 && strcmp(argv[1], "--dir") == 0)
-		dir = argv[2];
-	else if (argc == 1)
-		dir = default_sqldir();
-	else
-		return usage(), 2;
-	if ((n = idem_migrate(db, dir, err, sizeof(err))) == -1) {
-		fprintf(stderr, "idemctl: migrate: %s\n", err);
-		return 1;
+	for (i = 1; i < argc; i += 2) {
+		if (strcmp(argv[i], "--dir") != 0 || i + 1 == argc ||
+		    ndirs == (int)(sizeof(dirs) / sizeof(dirs[0])))
+			return usage(), 2;
+		dirs[ndirs++] = argv[i + 1];
 	}
-	printf("%d migration%s applied from %s\n", n, n == 1 ? "" : "s", dir);
+	if (ndirs == 0) {
+		int tree = in_build_tree();
+		dirs[ndirs++] = tree ? IDEM_SRC_SQLDIR : IDEM_SQLDIR;
+		dirs[ndirs++] = tree ? IDEM_SRC_APP_SQLDIR : IDEM_APP_SQLDIR;
+	}
+	/* In the order given: a directory's tables may refer to an earlier
+	 * one's, never the other way. */
+	for (i = 0; i < ndirs; i++) {
+		if ((n = idem_migrate(db, dirs[i], err, sizeof(err))) == -1) {
+			fprintf(stderr, "idemctl: migrate: %s\n", err);
+			return 1;
+		}
+		printf("%d migration%s applied from %s\n", n, n == 1 ? "" : "s",
+		    dirs[i]);
+	}
 	return 0;
 }
 
@@ -140,7 +150,8 @@ cmd_api_key(PGconn *db, int argc, char **argv)
 }
 
 static int
-cmd_evict(PGconn *db, const struct idem_cfg *cfg, int argc, char **argv)
+cmd_evict(PGconn *db, const struct idem_db_settings *cfg, int argc,
+    char **argv)
 {
 	long	batch = cfg->evict_batch, max = 0, n;
 	int	i, rc;
@@ -171,7 +182,7 @@ cmd_evict(PGconn *db, const struct idem_cfg *cfg, int argc, char **argv)
 }
 
 static int
-cmd_reclaim(PGconn *db, const struct idem_cfg *cfg)
+cmd_reclaim(PGconn *db, const struct idem_db_settings *cfg)
 {
 	long	n;
 
@@ -268,14 +279,12 @@ cmd_complete(const char *conf, int argc, char **argv)
 int
 main(int argc, char *argv[])
 {
-	struct idem_cfg	 cfg;
+	struct idem_db_settings cfg;
 	const char	*conf = NULL;
 	char		 err[512];
 	PGconn		*db;
 	int		 ch, rc;
 
-	idem_cfg_init(&cfg);
-	cfg.any_app_keys = 1;	/* the app's own sections are not ours */
 	while ((ch = getopt(argc, argv, "+c:")) != -1)
 		switch (ch) {
 		case 'c':
@@ -294,16 +303,8 @@ main(int argc, char *argv[])
 	    && strcmp(argv[0], "evict") != 0 && strcmp(argv[0], "reclaim") != 0
 	    && strcmp(argv[0], "stats") != 0)
 		return usage(), 2;
-	if (conf != NULL && idem_cfg_load(&cfg, conf, err, sizeof(err)) == -1) {
+	if ((db = idem_db_open(conf, &cfg, err, sizeof(err))) == NULL) {
 		fprintf(stderr, "idemctl: %s\n", err);
-		return 1;
-	}
-	db = idem_db_connect(cfg.conninfo, cfg.acquire_timeout_ms);
-	if (db == NULL || PQstatus(db) != CONNECTION_OK) {
-		fprintf(stderr, "idemctl: cannot connect: %s",
-		    db ? PQerrorMessage(db) : "out of memory\n");
-		PQfinish(db);
-		idem_cfg_free(&cfg);
 		return 1;
 	}
 	if (strcmp(argv[0], "migrate") == 0)
@@ -321,6 +322,5 @@ main(int argc, char *argv[])
 		rc = 2;
 	}
 	PQfinish(db);
-	idem_cfg_free(&cfg);
 	return rc;
 }

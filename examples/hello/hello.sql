@@ -1,7 +1,8 @@
 -- hello.sql: the table of the hello example.  Apply it after libidem's
 -- own schema (which creates api_keys), e.g.
---   idemctl -c hello.ini migrate                 (the installed SQL)
---   idemctl -c hello.ini migrate --dir .         (this file)
+--   idemctl -c hello.ini migrate --dir PREFIX/share/idem/sql --dir .
+-- (libidem's schema, then this file; without --dir idemctl applies the
+-- library's and the sample payments application's.)
 -- idemctl records each file by name and applies it only once.
 
 CREATE TABLE greetings (

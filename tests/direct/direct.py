@@ -37,7 +37,9 @@ def write_conf(path, host, port, extra=""):
 def api_key(builddir, srcdir, conf, name):
     idemctl = os.path.join(builddir, "apps/idemctl/idemctl")
     subprocess.run([idemctl, "-c", conf, "migrate", "--dir",
-                    os.path.join(srcdir, "sql")], check=True,
+                    os.path.join(srcdir, "sql"), "--dir",
+                    os.path.join(srcdir, "apps", "payments", "sql")],
+                   check=True,
                    stdout=subprocess.DEVNULL)
     out = subprocess.run([idemctl, "-c", conf, "api-key", "create", name],
                          check=True, capture_output=True, text=True).stdout

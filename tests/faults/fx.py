@@ -518,7 +518,8 @@ class Fixtures:
 
     def migrate(self, cluster):
         self.idemctl(cluster.conninfo, "migrate", "--dir",
-                     os.path.join(self.srcdir, "sql"))
+                     os.path.join(self.srcdir, "sql"), "--dir",
+                     os.path.join(self.srcdir, "apps", "payments", "sql"))
 
     def tenant(self, cluster, name):
         """(secret, id) of a new API key."""

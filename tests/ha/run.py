@@ -613,7 +613,8 @@ def setup(ctx, fixtures, tap):
                  getattr(ha.sync_standby(), "name", None)))
     conninfo = ha.conninfo("postgres", CONN_OPTS)
     fixtures.idemctl(conninfo, "migrate", "--dir",
-                     os.path.join(ctx.srcdir, "sql"))
+                     os.path.join(ctx.srcdir, "sql"), "--dir",
+                     os.path.join(ctx.srcdir, "apps", "payments", "sql"))
     cdb = _ConnDB(conninfo)
     cdb.db.run(EXEC_TRIGGER)
     ctx.secret, ctx.tid = fixtures.tenant(cdb, "ha")

@@ -418,7 +418,9 @@ class Env:
                          evict_interval="1s")
         for conf in (c["main"], c["j1"]):
             out = self.ctl(conf, "migrate", "--dir",
-                           os.path.join(self.srcdir, "sql"))
+                           os.path.join(self.srcdir, "sql"), "--dir",
+                           os.path.join(self.srcdir, "apps", "payments",
+                                        "sql"))
             if not re.match(r"\d+ migrations? applied", out):
                 raise Failed("idemctl migrate said %r" % out)
         self.tenant = self.new_tenant(c["main"], self.db, "lc-a")

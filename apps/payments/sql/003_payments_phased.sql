@@ -1,5 +1,5 @@
 -- 003_payments_phased.sql: what the phased create (external acquirer)
--- needs, and an index for reclaim and the in-progress gauge.
+-- needs.
 
 ALTER TABLE payments
 	ADD COLUMN idem_key_id bigint,		-- the key record that created it
@@ -9,5 +9,9 @@ ALTER TABLE payments
 CREATE UNIQUE INDEX payments_idem_key ON payments (api_key_id, idem_key_id)
 	WHERE idem_key_id IS NOT NULL;
 
-CREATE INDEX idempotency_keys_in_progress ON idempotency_keys (locked_at)
-	WHERE state = 'in_progress';
+-- The library's index for reclaim and the in-progress gauge was created
+-- here; it is the library's, so sql/007_idem_in_progress.sql creates it
+-- now (IF NOT EXISTS: a database that ran this file before has it).  A
+-- database records a migration by its file name and never runs it twice,
+-- so taking the statement out changes only fresh databases, where the
+-- library's migrations run first.
