@@ -73,6 +73,13 @@ void	idem_log_request_line(const idem_req *req, long long duration_us,
 const char *idem_problem_slug(enum idem_problem p);
 const char *idem_problem_title(enum idem_problem p);
 int	    idem_problem_status(enum idem_problem p);
+/* [server] problem_base, or the default "/problems/". */
+const char *idem_problem_base(const idem_app *app);
+/* Link: <type>; rel="describedby" for slug. */
+int	    idem_problem_link(idem_req *req, const char *slug);
+int	    idem_problem_doc_handler(idem_req *req, void *arg);
+/* openapi.c: GET /openapi.json */
+int	    idem_openapi_handler(idem_req *req, void *arg);
 
 /* --- the application ----------------------------------------------------- */
 
@@ -86,6 +93,7 @@ struct idem_app {
 	long			 command_max;	/* complete: at most this many */
 	struct idem_metrics	*metrics;
 	struct idem_authc	*authc;		/* NULL: no cache */
+	struct idem_janitor	*janitor;	/* its thread, while serving */
 	atomic_int		 stopping;
 };
 
@@ -97,6 +105,11 @@ void	idem_metrics_request(idem_app *app, const idem_req *req,
 	    double seconds);
 void	idem_metrics_pool_wait(idem_app *app, double seconds);
 void	idem_metrics_add(idem_app *app, int which, long n);
+/* One janitor run took seconds; ok: without a database error. */
+void	idem_metrics_janitor_run(idem_app *app, double seconds, int ok);
+/* [metrics] listen: serve /metrics there from a thread (0, or -1). */
+int	idem_metrics_listen(idem_app *app);
+void	idem_metrics_listen_stop(idem_app *app);
 enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED, IDEM_M_COMPLETED };
 int	idem_metrics_handler(idem_req *req, void *arg);
 
@@ -143,6 +156,7 @@ struct idem_req {
 	int			 in_txn;	/* under the middleware */
 	int			 txn_open;	/* a transaction is open on db */
 	int64_t			 record_id;	/* idempotency_keys.id */
+	long long		 key_expires;	/* its expires_at, Unix s; 0 */
 	char			 recovery_point[64];
 	int			 phased;
 	int			 resumed;	/* lease taken over */
@@ -171,6 +185,8 @@ struct idem_req {
 	enum idem_outcome	 outcome;
 };
 
+/* request.c: is addr in the comma/blank-separated address list? */
+int	idem_addr_allowed(const char *list, const char *addr);
 /* request.c: read the FastCGI request into req, then answer it. */
 void	idem_request_handle(idem_app *app, FCGX_Request *fcgi);
 /* Free everything a request holds and give its connection back. */
@@ -236,6 +252,15 @@ void	idem_idempotent_run(idem_req *req);
 /* Phased: open the next phase's transaction when the handler wants db. */
 int	idem_phase_begin(idem_req *req);
 
+/*
+ * ops.c: idem_evict() with a time budget (idem_now_us() clock; 0: none) and
+ * a stop flag, both checked between batches: 0 when nothing is left, 2 when
+ * stopped with more left (or max_batches reached), 1 when another process
+ * is evicting, -1 on a database error.
+ */
+int	idem_evict_bounded(PGconn *db, long batch, long max_batches,
+	    long long until_us, atomic_int *stop, long *evicted);
+
 /* The fleet-wide eviction lock (any constant). */
 #define IDEM_EVICT_LOCK	"7236491087"
 
@@ -243,9 +268,19 @@ int	idem_phase_begin(idem_req *req);
 /* ts = now on clock clk + ms (for timed waits). */
 void	idem_deadline(clockid_t clk, long long ms, struct timespec *ts);
 int	idem_runtime_run(idem_app *app, const char *listen_addr);
+/* A listening socket on "host:port", ":port" or a unix socket path
+ * ("unix:" optional; made mode 0666); -1, logged. */
+int	idem_listen_addr(const char *addr);
 
-/* janitor.c: called about once a second by the runtime's main thread. */
-void	idem_janitor_tick(idem_app *app);
+/*
+ * janitor.c: store upkeep on a thread of its own, every evict_interval
+ * (sooner while a backlog is left), each run bounded in batches and time
+ * and stopping between batches once app->stopping is set.
+ */
+int	idem_janitor_start(idem_app *app);
+/* Wake and join it, waiting until deadline (CLOCK_REALTIME) at most:
+ * 0, or -1 when it is still in a batch or a completion. */
+int	idem_janitor_stop(idem_app *app, const struct timespec *deadline);
 
 /*
  * completer.c: run up to max abandoned phased records (in progress past a

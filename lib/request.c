@@ -381,8 +381,8 @@ read_body(idem_req *req, unsigned long long len)
 	return got == len ? 0 : -1;
 }
 
-static int
-addr_allowed(const char *list, const char *addr)
+int
+idem_addr_allowed(const char *list, const char *addr)
 {
 	const char	*p = list, *e;
 	size_t		 n;
@@ -515,7 +515,7 @@ prepare(idem_req *req)
 	}
 
 	if (req->route->flags & IDEM_ROUTE_LOCAL) {
-		if (!addr_allowed(cfg->metrics_allow, req->remote_addr)) {
+		if (!idem_addr_allowed(cfg->metrics_allow, req->remote_addr)) {
 			idem_resp_problem(req, IDEM_P_NOT_FOUND,
 			    "no such resource");
 			return -1;
