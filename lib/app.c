@@ -203,6 +203,28 @@ check_routes(idem_app *app)
 	return 0;
 }
 
+/*
+ * The problem types' pages, when problem_base is a path of this app
+ * ("/problems/" -> GET /problems/:slug); an absolute base is served
+ * elsewhere.
+ */
+static int
+problem_route(idem_app *app)
+{
+	const char	*base = idem_problem_base(app);
+	char		*pat;
+
+	if (base[0] != '/')
+		return 0;
+	if (asprintf(&pat, "%s:slug", base) < 0)
+		return -1;
+	/* Refused when the application took the path: its pages win. */
+	idem_app_route(app, "GET", pat, IDEM_ROUTE_PUBLIC,
+	    idem_problem_doc_handler, NULL);
+	free(pat);
+	return 0;
+}
+
 int
 idem_app_run(idem_app *app)
 {
@@ -213,6 +235,10 @@ idem_app_run(idem_app *app)
 	if (app->cfg.metrics_listen == NULL)
 		idem_app_route(app, "GET", "/metrics", IDEM_ROUTE_LOCAL,
 		    idem_metrics_handler, NULL);
+	idem_app_route(app, "GET", "/openapi.json", IDEM_ROUTE_PUBLIC,
+	    idem_openapi_handler, NULL);
+	if (problem_route(app) == -1)
+		return 1;
 	if ((app->pool = idem_pool_new(app->cfg.conninfo, app->cfg.pool_size,
 	    app->cfg.request_timeout_ms)) == NULL) {
 		idem_log(IDEM_LOG_ERROR, "out of memory");

@@ -78,8 +78,12 @@ const char *idem_problem_base(const idem_app *app);
 /* Link: <type>; rel="describedby" for slug. */
 int	    idem_problem_link(idem_req *req, const char *slug);
 int	    idem_problem_doc_handler(idem_req *req, void *arg);
-/* openapi.c: GET /openapi.json */
+/* openapi.c: the document of app's routes (NULL: out of memory), and
+ * GET /openapi.json */
+idem_json  *idem_openapi(const idem_app *app);
 int	    idem_openapi_handler(idem_req *req, void *arg);
+/* json.c: a number given as its JSON text */
+int	    idem_json_number(idem_json *j, const char *text);
 
 /* --- the application ----------------------------------------------------- */
 
