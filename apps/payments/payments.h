@@ -6,6 +6,9 @@
 
 #include <idem.h>
 
+/* The declared bodies of the create and refund routes. */
+extern const struct idem_body payment_body, refund_body;
+
 int	payments_create(idem_req *req, void *arg);
 /* arg: the acquirer URL */
 int	payments_create_phased(idem_req *req, void *arg);
