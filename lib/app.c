@@ -159,12 +159,87 @@ complete_command(idem_app *app)
 	return left == 0 ? 0 : 1;
 }
 
+/*
+ * The retention contract against the routes registered: a [route] section
+ * must name an idempotent route (a typo would silently leave the default
+ * in force), and each idempotent route's TTL outside 24 h .. 7 d is
+ * logged (under 1 h the parser refused it already).  0, or -1 reported.
+ */
+static int
+check_routes(idem_app *app)
+{
+	const struct idem_cfg_route	*c;
+	const struct idem_route		*rt;
+	enum idem_ttl_verdict		 v;
+	long long			 ttl;
+	size_t				 i;
+
+	for (c = app->cfg.routes; c != NULL; c = c->next) {
+		for (i = 0; i < app->router.nroutes; i++) {
+			rt = &app->router.routes[i];
+			if ((rt->flags & IDEM_ROUTE_IDEMPOTENT) &&
+			    strcmp(rt->method, c->method) == 0 &&
+			    strcmp(rt->pattern, c->path) == 0)
+				break;
+		}
+		if (i == app->router.nroutes) {
+			fprintf(stderr, "%s: %s:%lu: [route \"%s %s\"] names no "
+			    "idempotent route of %s\n", app->name,
+			    app->cfg.file ? app->cfg.file : "config", c->line,
+			    c->method, c->path, app->name);
+			return -1;
+		}
+	}
+	for (i = 0; i < app->router.nroutes; i++) {
+		rt = &app->router.routes[i];
+		if (!(rt->flags & IDEM_ROUTE_IDEMPOTENT))
+			continue;
+		ttl = idem_cfg_route_ttl(&app->cfg, rt->method, rt->pattern);
+		v = idem_ttl_verdict(ttl);
+		if (v != IDEM_TTL_OK)
+			idem_log(IDEM_LOG_WARN, "config: the ttl of route %s %s "
+			    "(%llds) is %s", rt->method, rt->pattern,
+			    ttl / 1000, idem_ttl_reason(v));
+	}
+	return 0;
+}
+
+/*
+ * The problem types' pages, when problem_base is a path of this app
+ * ("/problems/" -> GET /problems/:slug); an absolute base is served
+ * elsewhere.
+ */
+static int
+problem_route(idem_app *app)
+{
+	const char	*base = idem_problem_base(app);
+	char		*pat;
+
+	if (base[0] != '/')
+		return 0;
+	if (asprintf(&pat, "%s:slug", base) < 0)
+		return -1;
+	/* Refused when the application took the path: its pages win. */
+	idem_app_route(app, "GET", pat, IDEM_ROUTE_PUBLIC,
+	    idem_problem_doc_handler, NULL);
+	free(pat);
+	return 0;
+}
+
 int
 idem_app_run(idem_app *app)
 {
-	/* The metrics endpoint, unless the application took the path. */
-	idem_app_route(app, "GET", "/metrics", IDEM_ROUTE_LOCAL,
-	    idem_metrics_handler, NULL);
+	if (check_routes(app) == -1)
+		return 1;
+	/* The metrics endpoint, unless the application took the path or it
+	 * has a socket of its own ([metrics] listen). */
+	if (app->cfg.metrics_listen == NULL)
+		idem_app_route(app, "GET", "/metrics", IDEM_ROUTE_LOCAL,
+		    idem_metrics_handler, NULL);
+	idem_app_route(app, "GET", "/openapi.json", IDEM_ROUTE_PUBLIC,
+	    idem_openapi_handler, NULL);
+	if (problem_route(app) == -1)
+		return 1;
 	if ((app->pool = idem_pool_new(app->cfg.conninfo, app->cfg.pool_size,
 	    app->cfg.request_timeout_ms)) == NULL) {
 		idem_log(IDEM_LOG_ERROR, "out of memory");

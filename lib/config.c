@@ -66,6 +66,7 @@ enum cfg_type {
 	T_STR,		/* char * */
 	T_LEVEL,	/* char *, one of the log levels */
 	T_ADDRS,	/* char *, comma-separated IP addresses */
+	T_URIBASE,	/* char *, a URI (reference) ending in '/' */
 };
 
 struct cfg_key {
@@ -86,6 +87,7 @@ static const struct cfg_key cfg_keys[] = {
 	{ S_SERVER, "request_timeout", T_DUR, OFF(request_timeout_ms), 0, 0 },
 	{ S_SERVER, "listen", T_STR, OFF(listen), 0, 0 },
 	{ S_SERVER, "log_level", T_LEVEL, OFF(log_level), 0, 0 },
+	{ S_SERVER, "problem_base", T_URIBASE, OFF(problem_base), 0, 0 },
 	{ S_DATABASE, "conninfo", T_STR, OFF(conninfo), 0, 0 },
 	{ S_DATABASE, "pool_size", T_UINT, OFF(pool_size), 1, 1024 },
 	{ S_DATABASE, "acquire_timeout", T_DUR, OFF(acquire_timeout_ms), 0, 0 },
@@ -94,6 +96,7 @@ static const struct cfg_key cfg_keys[] = {
 	{ S_IDEM, "evict_interval", T_DUR, OFF(evict_interval_ms), 0, 0 },
 	{ S_IDEM, "evict_batch", T_LONG, OFF(evict_batch), 1, 1000000 },
 	{ S_METRICS, "allow", T_ADDRS, OFF(metrics_allow), 0, 0 },
+	{ S_METRICS, "listen", T_STR, OFF(metrics_listen), 0, 0 },
 };
 #define NKEYS	(sizeof(cfg_keys) / sizeof(cfg_keys[0]))
 
@@ -197,6 +200,8 @@ idem_cfg_init(struct idem_cfg *cfg)
 	cfg->request_timeout_ms = 30 * MS_SECOND;
 	/* NULL here on out of memory; idem_cfg_parse() then reports it. */
 	cfg->log_level = strdup("info");
+	/* Relative: the app serves these documents itself (problem.c). */
+	cfg->problem_base = strdup("/problems/");
 	cfg->pool_size = 0;
 	cfg->acquire_timeout_ms = 2 * MS_SECOND;
 	cfg->ttl_ms = 24 * MS_HOUR;
@@ -412,6 +417,12 @@ set_builtin(struct parse *ps, const struct cfg_key *k, const char *v)
 			return perr(ps, ps->line, "%s must be a comma-separated "
 			    "list of IPv4/IPv6 addresses", k->name);
 		break;
+	case T_URIBASE:
+		if (!idem_uri_base_ok(v))
+			return perr(ps, ps->line, "%s must be an absolute URI or "
+			    "a path starting with '/', ending in '/', without "
+			    "blanks, quotes, '<' or '>'", k->name);
+		break;
 	case T_STR:
 		break;
 	}
@@ -598,6 +609,49 @@ check_route_limits(struct parse *ps, const struct idem_cfg_route *r,
 	return 0;
 }
 
+enum idem_ttl_verdict
+idem_ttl_verdict(long long ttl_ms)
+{
+	if (ttl_ms < IDEM_TTL_MIN_MS)
+		return IDEM_TTL_REFUSE;
+	if (ttl_ms < IDEM_TTL_FLOOR_MS)
+		return IDEM_TTL_SHORT;
+	if (ttl_ms > IDEM_TTL_CEIL_MS)
+		return IDEM_TTL_LONG;
+	return IDEM_TTL_OK;
+}
+
+const char *
+idem_ttl_reason(enum idem_ttl_verdict v)
+{
+	switch (v) {
+	case IDEM_TTL_REFUSE:
+		return "below 1h: a late retry would execute a second time";
+	case IDEM_TTL_SHORT:
+		return "below 24h, the floor for payment-style operations";
+	case IDEM_TTL_LONG:
+		return "above 7d: rows grow for no protection";
+	case IDEM_TTL_OK:
+		break;
+	}
+	return NULL;
+}
+
+/* A ttl set in the file under 1 h is refused where it was set. */
+static int
+check_ttl_floor(struct parse *ps, long long ttl_ms, unsigned long line,
+    const struct idem_cfg_route *r)
+{
+	if (line == 0 || idem_ttl_verdict(ttl_ms) != IDEM_TTL_REFUSE)
+		return 0;
+	if (r != NULL)
+		return perr(ps, line, "ttl (%lldms) of [route \"%s %.256s\"] "
+		    "is %s", ttl_ms, r->method, r->path,
+		    idem_ttl_reason(IDEM_TTL_REFUSE));
+	return perr(ps, line, "ttl (%lldms) is %s", ttl_ms,
+	    idem_ttl_reason(IDEM_TTL_REFUSE));
+}
+
 static int
 parse_keyval(struct parse *ps, char *s)
 {
@@ -730,7 +784,8 @@ idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
 	ps.errlen = errlen;
 	if (cfg == NULL || (text == NULL && len > 0))
 		return perr(&ps, 0, "invalid arguments");
-	if (cfg->log_level == NULL || cfg->metrics_allow == NULL)
+	if (cfg->log_level == NULL || cfg->metrics_allow == NULL ||
+	    (name != NULL && set_str(&cfg->file, name) == -1))
 		return perr(&ps, 0, "out of memory");
 	/* An editor's UTF-8 byte order mark is not part of the first line. */
 	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
@@ -769,6 +824,11 @@ idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
 	for (r = cfg->routes; r != NULL; r = r->next)
 		if (check_route_limits(&ps, r, lock_line, req_line,
 		    key_line(&ps, "ttl")) == -1)
+			goto out;
+	if (check_ttl_floor(&ps, cfg->ttl_ms, key_line(&ps, "ttl"), NULL) == -1)
+		goto out;
+	for (r = cfg->routes; r != NULL; r = r->next)
+		if (check_ttl_floor(&ps, r->ttl_ms, r->key_line[0], r) == -1)
 			goto out;
 	rc = 0;
 out:
@@ -881,8 +941,11 @@ idem_cfg_free(struct idem_cfg *cfg)
 		return;
 	free(cfg->listen);
 	free(cfg->log_level);
+	free(cfg->problem_base);
 	free(cfg->conninfo);
 	free(cfg->metrics_allow);
+	free(cfg->metrics_listen);
+	free(cfg->file);
 	for (r = cfg->routes; r != NULL; r = rn) {
 		rn = r->next;
 		free(r->method);

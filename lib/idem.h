@@ -71,12 +71,13 @@ int		 idem_app_route(idem_app *app, const char *method,
 
 /*
  * Define an application's own problem type (type URI ending in slug, its
- * status, its title) for idem_resp_problem(); before idem_app_run().  The
- * value to pass, past IDEM_P__MAX, or -1 (bad slug, status or title, too
- * many, out of memory).
+ * status, its title, and the sentence of its documentation page, NULL:
+ * the title) for idem_resp_problem(); before idem_app_run().  The value
+ * to pass, past IDEM_P__MAX, or -1 (bad slug, status, title or doc, a
+ * slug already defined, too many, out of memory).
  */
 int		 idem_app_problem(idem_app *app, const char *slug, int status,
-		    const char *title);
+		    const char *title, const char *doc);
 
 /* Allow an application config key ([section] key) before loading. */
 int		 idem_app_config_key(idem_app *app, const char *section,
@@ -190,6 +191,159 @@ int64_t		 idem_req_record_id(const idem_req *req);
  */
 int		 idem_req_derived_key(const idem_req *req, const char *phase,
 		    char *out, size_t outlen);
+
+/* --- JSON responses (json.c) ---------------------------------------------- */
+
+/*
+ * A JSON writer over yajl_gen: values are appended in document order, a
+ * member's value right after its idem_json_key().  The first failure
+ * (out of memory, invalid UTF-8, a value where a key belongs) sticks:
+ * every later call returns -1 and idem_json_send() sends nothing.
+ */
+typedef struct idem_json idem_json;
+
+idem_json	*idem_json_new(void);
+void		 idem_json_free(idem_json *j);
+int		 idem_json_object(idem_json *j);	/* { */
+int		 idem_json_object_end(idem_json *j);	/* } */
+int		 idem_json_array(idem_json *j);		/* [ */
+int		 idem_json_array_end(idem_json *j);	/* ] */
+int		 idem_json_key(idem_json *j, const char *name);
+/* A string (NULL: null). */
+int		 idem_json_str(idem_json *j, const char *s);
+int		 idem_json_int(idem_json *j, long long v);
+int		 idem_json_bool(idem_json *j, int v);
+int		 idem_json_null(idem_json *j);
+/* A parsed value (a request body's member), copied compactly. */
+int		 idem_json_value(idem_json *j, yajl_val v);
+/*
+ * A PostgreSQL value by its column type: NULL as null, bool, integers and
+ * finite numerics as numbers, json and jsonb embedded, the rest strings.
+ */
+int		 idem_json_pg(idem_json *j, const PGresult *r, int row,
+		    int col);
+/* Row row of r as an object of its columns (names as keys). */
+int		 idem_json_pg_row(idem_json *j, const PGresult *r, int row);
+/* Member shortcuts: key, then the value. */
+int		 idem_json_kstr(idem_json *j, const char *key, const char *s);
+int		 idem_json_kint(idem_json *j, const char *key, long long v);
+/* The finished document (NULL if failed or incomplete). */
+const char	*idem_json_buf(const idem_json *j, size_t *len);
+/* Make the finished document the response body, and free j (always). */
+int		 idem_json_send(idem_json *j, idem_req *req, int status);
+
+/* --- declared body validation (validate.c) ------------------------------- */
+
+enum idem_type {
+	IDEM_T_INTEGER = 1,
+	IDEM_T_STRING,
+	IDEM_T_BOOLEAN,
+	IDEM_T_OBJECT,
+};
+
+#define IDEM_REQUIRED	0x01u	/* absent or null is refused */
+
+struct idem_body;
+
+/*
+ * One member of a JSON object.  min/max (both 0: unbounded) bound an
+ * integer's value, a string's length in characters, an object's number of
+ * members.  A null member counts as absent.
+ */
+struct idem_member {
+	const char		*name;
+	enum idem_type		 type;
+	unsigned		 flags;
+	long long		 min, max;
+	const char *const	*oneof;	/* string: allowed values, NULL-ended */
+	const char		*pattern;	/* string: POSIX ERE */
+	/* Last rule: 0, or -1 with the broken rule written to why. */
+	int			(*check)(yajl_val v, char *why, size_t whylen);
+	const struct idem_body	*object;	/* object: its members */
+	const char		*doc;	/* one line, for the OpenAPI document */
+};
+
+#define IDEM_BODY_OPEN	0x01u	/* undeclared members allowed */
+
+/*
+ * An object: its members (ended by a NULL name).  Undeclared members are
+ * refused unless IDEM_BODY_OPEN; then each one's value must satisfy rest
+ * (when set), and its name be name_min to name_max characters long.
+ */
+struct idem_body {
+	const struct idem_member *members;
+	unsigned		  flags;
+	const struct idem_member *rest;
+	long long		  name_min, name_max;
+};
+
+/*
+ * Check v against b: 0, or -1 with why = "member: the rule it breaks"
+ * (nested members as "metadata.key").
+ */
+int		 idem_validate(yajl_val v, const struct idem_body *b,
+		    char *why, size_t whylen);
+/*
+ * Declare the body of a JSON route (registered before): each request is
+ * validated before its handler runs, and an invalid one gets 400
+ * validation-error naming the member and the rule (stored, on idempotent
+ * routes).  The body is also the route's schema in /openapi.json.
+ */
+int		 idem_app_route_body(idem_app *app, const char *method,
+		    const char *pattern, const struct idem_body *b);
+/* Typed top-level members of the (validated) body. */
+yajl_val	 idem_req_member(const idem_req *req, const char *name);
+const char	*idem_req_str(const idem_req *req, const char *name);
+long long	 idem_req_int(const idem_req *req, const char *name,
+		    long long dflt);
+
+/* --- typed statement parameters (params.c) ------------------------------- */
+
+/*
+ * Parameters for one statement, built without string buffers.  Failures
+ * stick (idem_req_exec() then fails); a NULL args is a failed one.
+ */
+typedef struct idem_args idem_args;
+
+idem_args	*idem_args_new(void);
+void		 idem_args_free(idem_args *a);
+/* A string (copied; NULL: SQL NULL). */
+int		 idem_args_str(idem_args *a, const char *s);
+int		 idem_args_int(idem_args *a, long long v);
+/* The request's tenant (api_keys.id). */
+int		 idem_args_tenant(idem_args *a, const idem_req *req);
+/* A body member: text of a string, digits of an integer, true/false,
+ * compact JSON of an object or array; absent or null: SQL NULL. */
+int		 idem_args_member(idem_args *a, const idem_req *req,
+		    const char *name);
+/* Run sql on idem_req_db(req); frees a.  The result (PQclear it), or NULL
+ * on any failure (no connection, a failed statement). */
+PGresult	*idem_req_exec(idem_req *req, const char *sql, idem_args *a);
+/* idem_req_defer() with a; frees a. */
+int		 idem_req_defer_args(idem_req *req, const char *sql,
+		    idem_args *a);
+
+/* --- phases as a table (phases.c) ---------------------------------------- */
+
+/* A phase returns IDEM_PHASE_NEXT, IDEM_PHASE_END (the response it set
+ * ends the request) or -1. */
+#define IDEM_PHASE_NEXT	0
+#define IDEM_PHASE_END	1
+
+struct idem_phase {
+	const char	*point;		/* the recovery point it starts from */
+	int		(*fn)(idem_req *req, void *arg);
+};
+
+/*
+ * Run the phases of table (ended by a NULL point) from the stored recovery
+ * point: after each phase that returns IDEM_PHASE_NEXT, commit with the
+ * next entry's point (idem_req_phase_commit()).  The last phase sets the
+ * response.  On an atomic route every phase runs in the one transaction.
+ * Returns what a handler returns.
+ */
+int		 idem_req_phases(idem_req *req, const struct idem_phase *table,
+		    void *arg);
 
 /* --- operations (idemctl) ---------------------------------------------- */
 

@@ -52,12 +52,13 @@ static const char sql_lookup[] =
 enum {	/* columns of sql_lookup */
 	C_TENANT, C_SECRET, C_GOT, C_CLAIMED, C_INSERTED, C_ID, C_METHOD,
 	C_PATH, C_FPR, C_STATE, C_STATUS, C_HEADERS, C_BODY, C_LIVE, C_POINT,
-	C_STALE, C_TAKEN, C_TOKEN
+	C_STALE, C_TAKEN, C_TOKEN, C_EXPIRES
 };
 
 /*
  * Flight 2 of an atomic route: the record, written once and completed
- * (idem_complete(), which raises unless it wrote exactly that row).
+ * (idem_complete(), which raises unless it wrote exactly that row, and
+ * returns its expires_at in Unix seconds).
  * $1 tenant, $2 key, $3 method, $4 path, $5 fingerprint, $6 ttl ms,
  * $7 status, $8 headers (json), $9 body.
  */
@@ -67,7 +68,7 @@ static const char sql_complete[] =
 
 /* The last phase of a phased route, fenced: $1 id, $2 token, $3 status,
  * $4 headers, $5 body, $6 ttl ms (the replay window from now, at least).
- * Raises unless the lease is still ours. */
+ * Raises unless the lease is still ours; returns expires_at as stored. */
 static const char sql_finish[] =
 	"SELECT idem_finish($1::bigint, $2::uuid, $3::integer, $4::jsonb, $5,"
 	" $6::bigint)";
@@ -249,11 +250,11 @@ wrote_one(const PGresult *r)
 /*
  * End a transaction of the middleware in one round trip: BEGIN when none
  * is open (phased), the handler's deferred statements, the record's
- * statement (which must write its one row), COMMIT.  An enum idem_rc, as
- * idem_pipeline().
+ * statement (which must write its one row; its value into *value when
+ * value is not NULL), COMMIT.  An enum idem_rc, as idem_pipeline().
  */
 static int
-commit_with(idem_req *req, const struct idem_q *record)
+commit_with(idem_req *req, const struct idem_q *record, long long *value)
 {
 	struct idem_q	 q[1 + 4 + 2];
 	size_t		 n = 0;
@@ -269,6 +270,8 @@ commit_with(idem_req *req, const struct idem_q *record)
 	req->txn.txn_open = 0;
 	if (rc == 0 && !wrote_one(q[n - 2].res))
 		rc = -1;
+	if (rc == 0 && value != NULL)
+		*value = strtoll(PQgetvalue(q[n - 2].res, 0, 0), NULL, 10);
 	idem_pipeline_clear(q, n);
 	idem_defer_free(req);
 	return rc;
@@ -327,7 +330,7 @@ store_and_commit(idem_req *req)
 	rec.vals = vals;
 	rec.lens = lens;
 	rec.fmts = fmts;
-	rc = commit_with(req, &rec);
+	rc = commit_with(req, &rec, &req->txn.key_expires);
 	idem_buf_free(&hj);
 	if (rc == IDEM_RC_TRANSIENT && req->txn.phased)
 		req->txn.retry_later = "this request no longer holds its "
@@ -541,7 +544,7 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	update.sql = sql_advance;
 	update.n = 4;
 	update.vals = vals;
-	rc = commit_with(req, &update);
+	rc = commit_with(req, &update, NULL);
 	if (rc != 0) {
 		if (rc == IDEM_RC_TRANSIENT)
 			req->txn.retry_later = "this request no longer holds its "
@@ -624,6 +627,21 @@ token_text(const PGresult *r, char out[40])
 		    i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
 }
 
+/*
+ * Tell the client how long its key is remembered: the record's expires_at,
+ * on the first answer and on every replay (not stored with the response,
+ * because a late completion moves it).
+ */
+static void
+expires_header(idem_req *req)
+{
+	char	date[IDEM_IMF_FIXDATE_LEN];
+
+	if (req->txn.key_expires > 0 &&
+	    idem_imf_fixdate(req->txn.key_expires, date, sizeof(date)) == 0)
+		idem_resp_header(req, "Idempotency-Key-Expires", date);
+}
+
 static void
 in_flight(idem_req *req, const char *detail)
 {
@@ -661,6 +679,7 @@ execute(idem_req *req)
 		return;
 	}
 	req->outcome = IDEM_OUT_CREATED;
+	expires_header(req);
 }
 
 void
@@ -753,6 +772,8 @@ idem_idempotent_run(idem_req *req)
 	case IDEM_V_REPLAY:
 		req->tenant = get_i64(r, C_TENANT);
 		replay(req, r);
+		req->txn.key_expires = get_i64(r, C_EXPIRES);
+		expires_header(req);
 		break;
 	case IDEM_V_REUSED:
 		req->tenant = get_i64(r, C_TENANT);
@@ -843,4 +864,10 @@ idem_defer_free(idem_req *req)
 		free(req->txn.defer[i].sql);
 	}
 	req->txn.ndefer = 0;
+}
+
+int
+idem_txn_phased(const idem_req *req)
+{
+	return req->txn.phased;
 }

@@ -23,6 +23,7 @@ struct idem_txn {
 	int			 phased;
 	int			 resumed;	/* lease taken over */
 	int64_t			 record_id;	/* idempotency_keys.id */
+	long long		 key_expires;	/* its expires_at, Unix s; 0 */
 	char			 recovery_point[64];
 	char			 lease_token[40];	/* phased: our lease */
 	struct idem_route_limits limits;	/* the route's */
@@ -35,6 +36,8 @@ struct idem_txn {
 
 /* Run req's handler exactly once for its key. */
 void	idem_idempotent_run(idem_req *req);
+/* Is req running a phased route under the middleware?  (phases.c) */
+int	idem_txn_phased(const idem_req *req);
 /* Free the statements a handler deferred and did not commit. */
 void	idem_defer_free(idem_req *req);
 

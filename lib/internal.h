@@ -122,6 +122,12 @@ int	idem_secret_eq(const unsigned char *a, const void *b, size_t blen);
 void	idem_key_digest(const unsigned char secret_hash[IDEM_SECRET_HASH_LEN],
 	    const char *key, unsigned char out[32]);
 
+/* "Sun, 06 Nov 1994 08:49:37 GMT" and its NUL. */
+#define IDEM_IMF_FIXDATE_LEN	30
+/* Pure: Unix time t as an RFC 9110 IMF-fixdate, whatever the locale; 0,
+ * or -1 when it does not fit (len < IDEM_IMF_FIXDATE_LEN, year > 9999). */
+int	idem_imf_fixdate(long long t, char *out, size_t len);
+
 /* --- verdict.c: what flight 1's answer means for a request ------------- */
 
 /* What idem_claim() (sql/) said about a key, as the middleware reads it. */
@@ -196,6 +202,7 @@ struct idem_cfg {
 	long long		 request_timeout_ms;	/* 30 s */
 	char			*listen;		/* NULL */
 	char			*log_level;		/* "info" */
+	char			*problem_base;		/* "/problems/" */
 	/* [database] */
 	char			*conninfo;		/* NULL: PG* env */
 	unsigned		 pool_size;		/* 0: = threads */
@@ -207,12 +214,14 @@ struct idem_cfg {
 	long			 evict_batch;		/* 10000 */
 	/* [metrics] */
 	char			*metrics_allow;		/* "127.0.0.1" */
+	char			*metrics_listen;	/* NULL: on the main socket */
 	/* [route "METHOD /path"] */
 	struct idem_cfg_route	*routes;
 	/* application sections */
 	struct idem_cfg_kv	*app;
 	/* accept (and ignore) any key of a non-framework section (idemctl) */
 	int			 any_app_keys;
+	char			*file;	/* the name parsed, for messages */
 };
 
 /* Fill defaults. */
@@ -237,6 +246,31 @@ void	idem_cfg_route_limits(const struct idem_cfg *cfg, const char *method,
 const char *idem_cfg_app_get(const struct idem_cfg *cfg,
 	    const char *section, const char *key);
 void	idem_cfg_free(struct idem_cfg *cfg);
+/* problem.c: usable as [server] problem_base (a URI, or an absolute
+ * path, ending in '/')? */
+int	idem_uri_base_ok(const char *s);
+
+/*
+ * The retention window of a route's keys (the design's contract): under
+ * IDEM_TTL_MIN_MS a late retry executes again, so it is refused; under
+ * IDEM_TTL_FLOOR_MS (payment-style operations) or over IDEM_TTL_CEIL_MS
+ * (rows grow for no protection) it starts with a warning.
+ */
+#define IDEM_TTL_MIN_MS		(3600LL * 1000)
+#define IDEM_TTL_FLOOR_MS	(24 * IDEM_TTL_MIN_MS)
+#define IDEM_TTL_CEIL_MS	(7 * IDEM_TTL_FLOOR_MS)
+
+enum idem_ttl_verdict {
+	IDEM_TTL_OK,
+	IDEM_TTL_REFUSE,	/* < 1 h */
+	IDEM_TTL_SHORT,		/* < 24 h: warn */
+	IDEM_TTL_LONG,		/* > 7 d: warn */
+};
+
+/* Pure: what a TTL of ttl_ms means for the contract. */
+enum idem_ttl_verdict idem_ttl_verdict(long long ttl_ms);
+/* Why, in a few words, for a message (NULL for IDEM_TTL_OK). */
+const char *idem_ttl_reason(enum idem_ttl_verdict v);
 
 /* "250ms", "2s", "5m", "24h", "7d", bare digits = seconds. */
 int	idem_parse_duration(const char *s, long long *ms);
@@ -255,6 +289,10 @@ struct idem_route {
 	unsigned	 flags;
 	idem_handler_fn	 fn;
 	void		*arg;
+	/* idem_app_route_body(): fn validates, then calls body_fn */
+	const struct idem_body	*body;
+	idem_handler_fn	 body_fn;
+	void		*body_arg;
 };
 
 struct idem_router {

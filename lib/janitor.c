@@ -1,53 +1,157 @@
 /*
- * janitor.c - periodic store maintenance run by the runtime's main thread:
- * expired keys are evicted, stuck in-progress keys reclaimed, and
- * abandoned phased keys completed, every [idempotency] evict_interval, by
- * one process of the whole fleet at a time (a transaction advisory lock
- * per batch; the others skip).
+ * janitor.c - store upkeep on a thread of its own: expired keys are
+ * evicted, stuck in-progress keys reclaimed, and abandoned phased keys
+ * completed, every [idempotency] evict_interval, by one process of the
+ * whole fleet at a time (a transaction advisory lock per batch; the others
+ * skip).  A run is bounded (RUN_BUDGET_MS of eviction, then the others) and
+ * stops between batches once the process is stopping, so a backlog neither
+ * holds a pool connection for long nor delays a drain; a run cut short is
+ * followed by the next one a second later instead of an interval later.
  */
+#include <errno.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "private.h"
 
 /* Abandoned keys one janitor run completes at most. */
 #define COMPLETE_BATCH	10
+/* Eviction time per run; the pool connection is given back after it. */
+#define RUN_BUDGET_MS	2000
+/* The pause after a run that left a backlog. */
+#define BACKLOG_PAUSE_MS 1000
 
-void
-idem_janitor_tick(idem_app *app)
+struct idem_janitor {
+	pthread_t	 th;
+	pthread_mutex_t	 mu;
+	pthread_cond_t	 cv;
+	int		 stop;
+	int		 done;	/* the thread has returned */
+};
+
+/* One run: 0 done, 2 a backlog is left, -1 a database error. */
+static int
+run_once(idem_app *app)
 {
-	static time_t	 next;
-	time_t		 now = time(NULL);
 	PGconn		*db;
 	long		 evicted = 0, reclaimed = 0, completed, left;
-	int		 rc;
+	int		 rc, crc;
 
-	if (next == 0)
-		next = now + app->cfg.evict_interval_ms / 1000;
-	if (now < next)
-		return;
-	next = now + (app->cfg.evict_interval_ms + 999) / 1000;
 	if ((db = idem_pool_acquire(app->pool, app->cfg.acquire_timeout_ms))
 	    == NULL)
-		return;
-	if ((rc = idem_evict(db, app->cfg.evict_batch, 0,
-	    app->cfg.lock_timeout_ms, &evicted)) == 0) {
+		return -1;
+	rc = idem_evict_bounded(db, app->cfg.evict_batch, 0, idem_now_us() +
+	    RUN_BUDGET_MS * 1000LL, &app->stopping, &evicted);
+	if (rc != -1) {
 		idem_metrics_add(app, IDEM_M_EVICTED, evicted);
-		idem_log(IDEM_LOG_INFO, "janitor: evicted %ld keys", evicted);
+		if (evicted > 0 || rc == 2)
+			idem_log(IDEM_LOG_INFO, "janitor: evicted %ld keys%s",
+			    evicted, rc == 2 ? ", more left" : "");
 	}
 	/* Only rows whose lease is older than lock_timeout, which is longer
 	 * than any request may run; safe from several processes at once. */
-	if (rc == 0 && idem_reclaim(db, app->cfg.lock_timeout_ms,
-	    &reclaimed) == 0 && reclaimed > 0) {
+	if (rc != -1 && idem_reclaim(db, app->cfg.lock_timeout_ms,
+	    &reclaimed) == -1)
+		rc = -1;
+	else if (reclaimed > 0) {
 		idem_metrics_add(app, IDEM_M_RECLAIMED, reclaimed);
 		idem_log(IDEM_LOG_INFO, "janitor: reclaimed %ld stuck keys",
 		    reclaimed);
 	}
 	idem_pool_release(app->pool, db);
+	if (rc == -1 || atomic_load(&app->stopping))
+		return rc == -1 ? -1 : 0;
 	/* Bounded per run: each record may take a whole handler's time. */
-	if (rc == 0 && idem_complete_abandoned(app, COMPLETE_BATCH, &completed,
-	    &left) == 0 && completed + left > 0) {
+	crc = idem_complete_abandoned(app, COMPLETE_BATCH, &completed, &left);
+	if (crc == -1)
+		return -1;
+	if (crc == 0 && completed + left > 0) {
 		idem_metrics_add(app, IDEM_M_COMPLETED, completed);
 		idem_log(IDEM_LOG_INFO, "janitor: completed %ld abandoned keys, "
 		    "%ld left", completed, left);
 	}
+	return rc == 2 ? 2 : 0;
+}
+
+static void *
+janitor_main(void *arg)
+{
+	idem_app		*app = arg;
+	struct idem_janitor	*j = app->janitor;
+	struct timespec		 next;
+	long long		 t0, wait_ms = app->cfg.evict_interval_ms;
+	int			 rc;
+
+	for (;;) {
+		idem_deadline(CLOCK_REALTIME, wait_ms, &next);
+		pthread_mutex_lock(&j->mu);
+		while (!j->stop && pthread_cond_timedwait(&j->cv, &j->mu,
+		    &next) != ETIMEDOUT)
+			continue;
+		rc = j->stop;
+		pthread_mutex_unlock(&j->mu);
+		if (rc)
+			break;
+		t0 = idem_now_us();
+		rc = run_once(app);
+		idem_metrics_janitor_run(app, (double)(idem_now_us() - t0) /
+		    1e6, rc != -1);
+		wait_ms = rc == 2 ? BACKLOG_PAUSE_MS :
+		    app->cfg.evict_interval_ms;
+	}
+	pthread_mutex_lock(&j->mu);
+	j->done = 1;
+	pthread_cond_broadcast(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+	return NULL;
+}
+
+int
+idem_janitor_start(idem_app *app)
+{
+	struct idem_janitor	*j;
+
+	if ((j = calloc(1, sizeof(*j))) == NULL)
+		return -1;
+	pthread_mutex_init(&j->mu, NULL);
+	pthread_cond_init(&j->cv, NULL);
+	app->janitor = j;
+	if (pthread_create(&j->th, NULL, janitor_main, app) != 0) {
+		app->janitor = NULL;
+		pthread_mutex_destroy(&j->mu);
+		pthread_cond_destroy(&j->cv);
+		free(j);
+		return -1;
+	}
+	return 0;
+}
+
+int
+idem_janitor_stop(idem_app *app, const struct timespec *deadline)
+{
+	struct idem_janitor	*j = app->janitor;
+	int			 done;
+
+	if (j == NULL)
+		return 0;
+	pthread_mutex_lock(&j->mu);
+	j->stop = 1;
+	pthread_cond_broadcast(&j->cv);
+	while (!j->done && pthread_cond_timedwait(&j->cv, &j->mu, deadline)
+	    != ETIMEDOUT)
+		continue;
+	done = j->done;
+	pthread_mutex_unlock(&j->mu);
+	if (!done) {
+		/* Still in a batch or a completion: leave it to the exit. */
+		idem_log(IDEM_LOG_WARN, "janitor: still running at the drain "
+		    "deadline");
+		return -1;
+	}
+	pthread_join(j->th, NULL);
+	pthread_mutex_destroy(&j->mu);
+	pthread_cond_destroy(&j->cv);
+	free(j);
+	app->janitor = NULL;
+	return 0;
 }

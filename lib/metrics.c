@@ -1,21 +1,41 @@
 /*
  * metrics.c - Prometheus text exposition of the process's counters and
- * histograms, plus figures of the key store read at scrape time.
+ * histograms, plus figures of the key store read at scrape time (each
+ * from an index, sql/006), served on the main socket (GET /metrics) or on
+ * a socket of its own ([metrics] listen, plain HTTP).
  */
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "private.h"
 
-static const double bounds[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-	0.05, 0.1, 0.25, 0.5, 1, 2.5, 5 };
-#define NB	(sizeof(bounds) / sizeof(bounds[0]))
+/* Requests: sub-millisecond to seconds. */
+static const double req_bounds[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01,
+	0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5 };
+/* Janitor runs: a quiet store to a time-bounded backlog run. */
+static const double run_bounds[] = { 0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10,
+	30, 60 };
+#define NB	(sizeof(req_bounds) / sizeof(req_bounds[0]))
+
+struct idem_metrics_srv;
 
 struct hist {
-	atomic_ullong	b[NB + 1];	/* last: +Inf */
-	atomic_ullong	count;
-	atomic_ullong	sum_us;
+	const double	*bounds;
+	size_t		 nb;		/* <= NB */
+	atomic_ullong	 b[NB + 1];	/* [nb]: +Inf */
+	atomic_ullong	 count;
+	atomic_ullong	 sum_us;
 };
 
 #define NOUT	IDEM_OUT__COUNT
@@ -25,9 +45,12 @@ struct idem_metrics {
 	atomic_ullong	*requests;	/* [route][outcome] */
 	struct hist	 duration;
 	struct hist	 pool_wait;
+	struct hist	 janitor_run;
 	atomic_ullong	 evicted;
 	atomic_ullong	 reclaimed;
 	atomic_ullong	 completed;
+	atomic_llong	 janitor_ok;	/* Unix time of the last good run */
+	struct idem_metrics_srv *srv;	/* [metrics] listen, or NULL */
 };
 
 /* The outcome label: its log name, "ok" for a route without a key. */
@@ -47,6 +70,10 @@ idem_metrics_init(idem_app *app)
 	if ((m = calloc(1, sizeof(*m))) == NULL)
 		return -1;
 	m->nroutes = app->router.nroutes;
+	m->duration.bounds = m->pool_wait.bounds = req_bounds;
+	m->duration.nb = m->pool_wait.nb = NB;
+	m->janitor_run.bounds = run_bounds;
+	m->janitor_run.nb = sizeof(run_bounds) / sizeof(run_bounds[0]);
 	if ((m->requests = calloc(m->nroutes * NOUT + 1,
 	    sizeof(*m->requests))) == NULL) {
 		free(m);
@@ -71,7 +98,7 @@ hist_add(struct hist *h, double s)
 {
 	size_t	i;
 
-	for (i = 0; i < NB && s > bounds[i]; i++)
+	for (i = 0; i < h->nb && s > h->bounds[i]; i++)
 		continue;
 	atomic_fetch_add(&h->b[i], 1);
 	atomic_fetch_add(&h->count, 1);
@@ -115,6 +142,16 @@ idem_metrics_pool_waits(idem_app *app, const idem_req *req)
 }
 
 void
+idem_metrics_janitor_run(idem_app *app, double seconds, int ok)
+{
+	if (app->metrics == NULL)
+		return;
+	hist_add(&app->metrics->janitor_run, seconds);
+	if (ok)
+		atomic_store(&app->metrics->janitor_ok, (long long)time(NULL));
+}
+
+void
 idem_metrics_add(idem_app *app, int which, long n)
 {
 	if (app->metrics == NULL || n <= 0)
@@ -133,11 +170,11 @@ hist_print(struct idem_buf *b, const char *name, const char *help,
 
 	idem_buf_addf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help,
 	    name);
-	for (i = 0; i <= NB; i++) {
+	for (i = 0; i <= h->nb; i++) {
 		cum += atomic_load(&h->b[i]);
-		if (i < NB)
+		if (i < h->nb)
 			idem_buf_addf(b, "%s_bucket{le=\"%g\"} %llu\n", name,
-			    bounds[i], cum);
+			    h->bounds[i], cum);
 		else
 			idem_buf_addf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name,
 			    cum);
@@ -147,21 +184,17 @@ hist_print(struct idem_buf *b, const char *name, const char *help,
 	    atomic_load(&h->count));
 }
 
-int
-idem_metrics_handler(idem_req *req, void *arg)
+/* The whole exposition into b; the store's gauges only when db. */
+static void
+render(idem_app *app, PGconn *db, struct idem_buf *b)
 {
-	idem_app		*app = req->app;
 	struct idem_metrics	*m = app->metrics;
-	struct idem_buf		 b = { 0 };
 	const struct idem_route	*rt;
 	unsigned		 idle, busy;
 	PGresult		*r = NULL;
-	PGconn			*db;
 	size_t			 i, o;
-	int			 rc;
 
-	(void)arg;
-	idem_buf_adds(&b, "# HELP idem_requests_total Requests by route and "
+	idem_buf_adds(b, "# HELP idem_requests_total Requests by route and "
 	    "outcome.\n# TYPE idem_requests_total counter\n");
 	for (i = 0; i < m->nroutes; i++) {
 		rt = &app->router.routes[i];
@@ -171,51 +204,61 @@ idem_metrics_handler(idem_req *req, void *arg)
 			    o == IDEM_OUT_NONE : (o != IDEM_OUT_NONE &&
 			    o != IDEM_OUT_REJECTED && o != IDEM_OUT_ERROR))
 				continue;
-			idem_buf_addf(&b, "idem_requests_total{route=\"%s %s\","
+			idem_buf_addf(b, "idem_requests_total{route=\"%s %s\","
 			    "outcome=\"%s\"} %llu\n", rt->method, rt->pattern,
 			    outcome_label(o),
 			    atomic_load(&m->requests[i * NOUT + o]));
 		}
 	}
-	idem_buf_addf(&b, "# HELP idem_keys_evicted_total Expired keys "
+	idem_buf_addf(b, "# HELP idem_keys_evicted_total Expired keys "
 	    "evicted by this process.\n# TYPE idem_keys_evicted_total counter\n"
 	    "idem_keys_evicted_total %llu\n", atomic_load(&m->evicted));
-	idem_buf_addf(&b, "# HELP idem_stuck_keys_reclaimed_total Stuck "
+	idem_buf_addf(b, "# HELP idem_stuck_keys_reclaimed_total Stuck "
 	    "in-progress keys reclaimed by this process.\n"
 	    "# TYPE idem_stuck_keys_reclaimed_total counter\n"
 	    "idem_stuck_keys_reclaimed_total %llu\n",
 	    atomic_load(&m->reclaimed));
-	idem_buf_addf(&b, "# HELP idem_keys_completed_total Abandoned phased "
+	idem_buf_addf(b, "# HELP idem_keys_completed_total Abandoned phased "
 	    "keys driven to completion by this process's completer.\n"
 	    "# TYPE idem_keys_completed_total counter\n"
 	    "idem_keys_completed_total %llu\n", atomic_load(&m->completed));
+	idem_buf_addf(b, "# HELP idem_janitor_last_success_timestamp_seconds "
+	    "When this process's janitor last finished a run without a "
+	    "database error (0: never).\n"
+	    "# TYPE idem_janitor_last_success_timestamp_seconds gauge\n"
+	    "idem_janitor_last_success_timestamp_seconds %lld\n",
+	    atomic_load(&m->janitor_ok));
+	idem_buf_addf(b, "# HELP idem_evict_interval_seconds The configured "
+	    "[idempotency] evict_interval.\n"
+	    "# TYPE idem_evict_interval_seconds gauge\n"
+	    "idem_evict_interval_seconds %g\n",
+	    (double)app->cfg.evict_interval_ms / 1000);
+	hist_print(b, "idem_janitor_run_duration_seconds", "Duration of one "
+	    "janitor run (evict, reclaim, complete).", &m->janitor_run);
 	idem_pool_counts(app->pool, &idle, &busy);
-	idem_buf_addf(&b, "# HELP idem_pool_connections Database pool "
+	idem_buf_addf(b, "# HELP idem_pool_connections Database pool "
 	    "connections.\n# TYPE idem_pool_connections gauge\n"
 	    "idem_pool_connections{state=\"idle\"} %u\n"
 	    "idem_pool_connections{state=\"busy\"} %u\n", idle, busy);
-	hist_print(&b, "idem_pool_wait_seconds", "Time waited for a pool "
+	idem_buf_addf(b, "# HELP idem_pool_size Connections the pool may "
+	    "open ([database] pool_size).\n# TYPE idem_pool_size gauge\n"
+	    "idem_pool_size %u\n", app->cfg.pool_size);
+	hist_print(b, "idem_pool_wait_seconds", "Time waited for a pool "
 	    "connection.", &m->pool_wait);
-	hist_print(&b, "idem_request_duration_seconds", "Request duration.",
+	hist_print(b, "idem_request_duration_seconds", "Request duration.",
 	    &m->duration);
 
-	if ((db = idem_req_conn(req)) != NULL)
-		r = PQexec(db, "SELECT"
-		    " coalesce(extract(epoch FROM now() - min(created_at)"
-		    "   FILTER (WHERE expires_at > now())), 0),"
-		    " coalesce(extract(epoch FROM now() - min(expires_at)"
-		    "   FILTER (WHERE expires_at <= now())), 0),"
-		    " count(*) FILTER (WHERE state = 'in_progress'),"
-		    " count(*) FILTER (WHERE state = 'in_progress'"
-		    "   AND recovery_point <> 'started' AND expires_at <= now())"
-		    " FROM idempotency_keys");
-	if (r != NULL && PQresultStatus(r) == PGRES_TUPLES_OK) {
-		idem_buf_addf(&b, "# HELP idem_oldest_live_key_age_seconds Age "
+	/* Index-backed (sql/006): the cost does not grow with the table. */
+	if (db != NULL)
+		r = PQexec(db, "SELECT * FROM idem_store_gauges()");
+	if (r != NULL && PQresultStatus(r) == PGRES_TUPLES_OK &&
+	    PQntuples(r) == 1) {
+		idem_buf_addf(b, "# HELP idem_oldest_live_key_age_seconds Age "
 		    "of the oldest unexpired key.\n"
 		    "# TYPE idem_oldest_live_key_age_seconds gauge\n"
 		    "idem_oldest_live_key_age_seconds %s\n"
 		    "# HELP idem_eviction_lag_seconds Age of the oldest "
-		    "expired key not yet evicted.\n"
+		    "expired key that eviction would delete.\n"
 		    "# TYPE idem_eviction_lag_seconds gauge\n"
 		    "idem_eviction_lag_seconds %s\n"
 		    "# HELP idem_in_progress_keys Keys in progress.\n"
@@ -228,10 +271,200 @@ idem_metrics_handler(idem_req *req, void *arg)
 		    "idem_unfinished_keys %s\n", PQgetvalue(r, 0, 0),
 		    PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2),
 		    PQgetvalue(r, 0, 3));
-	}
+	} else if (db != NULL)
+		idem_log(IDEM_LOG_WARN, "metrics: %s", PQerrorMessage(db));
 	PQclear(r);
+}
+
+int
+idem_metrics_handler(idem_req *req, void *arg)
+{
+	struct idem_buf	 b = { 0 };
+	int		 rc;
+
+	(void)arg;
+	render(req->app, idem_req_conn(req), &b);
 	rc = b.p != NULL ? idem_resp_body(req, 200,
 	    "text/plain; version=0.0.4", b.p, b.len) : -1;
 	idem_buf_free(&b);
 	return rc;
+}
+
+/*
+ * [metrics] listen: GET /metrics as plain HTTP on a socket of its own, for
+ * Prometheus to scrape directly, off the path the web server proxies.  One
+ * thread, one connection at a time, each bounded in time; the peer's
+ * address (its own, not a header) must be in [metrics] allow, except on a
+ * unix socket, where the file's mode decides.
+ */
+#define HTTP_HEAD_MAX	8192
+#define HTTP_IO_MS	2000
+
+struct idem_metrics_srv {
+	idem_app	*app;
+	int		 fd;
+	int		 wake[2];
+	pthread_t	 th;
+};
+
+static int
+peer_allowed(const idem_app *app, int fd)
+{
+	struct sockaddr_storage	 ss;
+	socklen_t		 sl = sizeof(ss);
+	char			 a[INET6_ADDRSTRLEN] = "";
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == -1)
+		return 0;
+	if (ss.ss_family == AF_UNIX)
+		return 1;
+	if (ss.ss_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, a,
+		    sizeof(a));
+	else if (ss.ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr,
+		    a, sizeof(a));
+	return idem_addr_allowed(app->cfg.metrics_allow, a);
+}
+
+static void
+write_all(int fd, const char *p, size_t n)
+{
+	ssize_t	k;
+
+	while (n > 0) {
+		if ((k = write(fd, p, n)) == -1 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return;
+		p += k;
+		n -= (size_t)k;
+	}
+}
+
+/* Read the request head, within HTTP_IO_MS: 0, or -1. */
+static int
+read_head(int fd, char *head, size_t max)
+{
+	struct pollfd	 p = { fd, POLLIN, 0 };
+	long long	 until = idem_now_us() + HTTP_IO_MS * 1000LL, left;
+	size_t		 n = 0;
+	ssize_t		 k;
+
+	head[0] = '\0';
+	while (n < max && strstr(head, "\r\n\r\n") == NULL &&
+	    strstr(head, "\n\n") == NULL) {
+		if ((left = (until - idem_now_us()) / 1000) <= 0 ||
+		    poll(&p, 1, (int)left) <= 0)
+			return -1;
+		if ((k = read(fd, head + n, max - n)) <= 0)
+			return -1;
+		n += (size_t)k;
+		head[n] = '\0';
+	}
+	return 0;
+}
+
+static void
+serve_scrape(idem_app *app, int fd)
+{
+	struct timeval	 tv = { HTTP_IO_MS / 1000, 0 };
+	struct idem_buf	 b = { 0 }, h = { 0 };
+	char		 head[HTTP_HEAD_MAX + 1];
+	PGconn		*db;
+	int		 status = 404;
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (read_head(fd, head, HTTP_HEAD_MAX) == -1)
+		return;
+	if (peer_allowed(app, fd) && strncmp(head, "GET /metrics", 12) == 0 &&
+	    (head[12] == ' ' || head[12] == '?')) {
+		db = idem_pool_acquire(app->pool, app->cfg.acquire_timeout_ms);
+		render(app, db, &b);
+		if (db != NULL)
+			idem_pool_release(app->pool, db);
+		status = 200;
+	} else
+		idem_buf_adds(&b, "not found\n");
+	idem_buf_addf(&h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
+	    "Content-Length: %lu\r\nConnection: close\r\n\r\n", status,
+	    status == 200 ? "OK" : "Not Found", status == 200 ?
+	    "text/plain; version=0.0.4" : "text/plain",
+	    (unsigned long)b.len);
+	if (h.p != NULL && b.p != NULL) {
+		write_all(fd, h.p, h.len);
+		write_all(fd, b.p, b.len);
+	}
+	idem_buf_free(&h);
+	idem_buf_free(&b);
+}
+
+static void *
+metrics_srv(void *arg)
+{
+	struct idem_metrics_srv	*srv = arg;
+	struct pollfd		 p[2];
+	int			 fd;
+
+	for (;;) {
+		p[0].fd = srv->wake[0];
+		p[0].events = POLLIN;
+		p[1].fd = srv->fd;
+		p[1].events = POLLIN;
+		if (poll(p, 2, -1) == -1 && errno != EINTR)
+			break;
+		if (p[0].revents)
+			break;
+		if (!(p[1].revents & POLLIN))
+			continue;
+		while ((fd = accept4(srv->fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+			serve_scrape(srv->app, fd);
+			close(fd);
+		}
+	}
+	return NULL;
+}
+
+int
+idem_metrics_listen(idem_app *app)
+{
+	struct idem_metrics_srv	*srv;
+
+	if (app->cfg.metrics_listen == NULL || app->metrics == NULL)
+		return 0;
+	if ((srv = calloc(1, sizeof(*srv))) == NULL)
+		return -1;
+	srv->app = app;
+	if ((srv->fd = idem_listen_addr(app->cfg.metrics_listen)) < 0) {
+		free(srv);
+		return -1;
+	}
+	fcntl(srv->fd, F_SETFL, fcntl(srv->fd, F_GETFL) | O_NONBLOCK);
+	if (pipe2(srv->wake, O_CLOEXEC | O_NONBLOCK) == -1 ||
+	    pthread_create(&srv->th, NULL, metrics_srv, srv) != 0) {
+		close(srv->fd);
+		free(srv);
+		return -1;
+	}
+	app->metrics->srv = srv;
+	idem_log(IDEM_LOG_INFO, "metrics: serving /metrics on %s",
+	    app->cfg.metrics_listen);
+	return 0;
+}
+
+void
+idem_metrics_listen_stop(idem_app *app)
+{
+	struct idem_metrics_srv	*srv;
+
+	if (app->metrics == NULL || (srv = app->metrics->srv) == NULL)
+		return;
+	/* A scrape in progress is bounded by HTTP_IO_MS and the pool wait. */
+	write_all(srv->wake[1], "x", 1);
+	pthread_join(srv->th, NULL);
+	close(srv->fd);
+	close(srv->wake[0]);
+	close(srv->wake[1]);
+	free(srv);
+	app->metrics->srv = NULL;
 }

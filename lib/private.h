@@ -73,17 +73,35 @@ void	idem_log_request_line(const idem_req *req, long long duration_us,
 
 /* --- problem.c ----------------------------------------------------------- */
 
-/* An application's problem type (idem_app_problem()). */
+/* A problem type: the library's table, or an application's own
+ * (idem_app_problem(); then the strings are owned by the app). */
 struct idem_problem_type {
-	char	*slug;
-	char	*title;
-	int	 status;
+	const char	*slug;
+	const char	*title;
+	int		 status;
+	const char	*doc;	/* the page's sentence: what the client does */
 };
 
 #define IDEM_APP_PROBLEMS_MAX	32
 
+/* The library's types and then app's (app may be NULL): their number, and
+ * type p of them (internal-error for any other p). */
+int	    idem_problem_count(const idem_app *app);
+const struct idem_problem_type *idem_problem_type(const idem_app *app,
+	    int p);
 /* Free the application's problem types (idem_app_free()). */
-void	idem_app_problems_free(idem_app *app);
+void	    idem_app_problems_free(idem_app *app);
+/* [server] problem_base, or the default "/problems/". */
+const char *idem_problem_base(const idem_app *app);
+/* Link: <type>; rel="describedby" for slug. */
+int	    idem_problem_link(idem_req *req, const char *slug);
+int	    idem_problem_doc_handler(idem_req *req, void *arg);
+/* openapi.c: the document of app's routes (NULL: out of memory), and
+ * GET /openapi.json */
+idem_json  *idem_openapi(const idem_app *app);
+int	    idem_openapi_handler(idem_req *req, void *arg);
+/* json.c: a number given as its JSON text */
+int	    idem_json_number(idem_json *j, const char *text);
 
 /* --- the application ----------------------------------------------------- */
 
@@ -97,6 +115,7 @@ struct idem_app {
 	long			 command_max;	/* complete: at most this many */
 	struct idem_metrics	*metrics;
 	struct idem_authc	*authc;		/* NULL: no cache */
+	struct idem_janitor	*janitor;	/* its thread, while serving */
 	struct idem_problem_type problems[IDEM_APP_PROBLEMS_MAX];
 	size_t			 nproblems;	/* idem_app_problem() */
 	atomic_int		 stopping;
@@ -111,6 +130,11 @@ void	idem_metrics_request(idem_app *app, const idem_req *req,
 /* The pool waits req recorded (idem_metrics_request() counts them too). */
 void	idem_metrics_pool_waits(idem_app *app, const idem_req *req);
 void	idem_metrics_add(idem_app *app, int which, long n);
+/* One janitor run took seconds; ok: without a database error. */
+void	idem_metrics_janitor_run(idem_app *app, double seconds, int ok);
+/* [metrics] listen: serve /metrics there from a thread (0, or -1). */
+int	idem_metrics_listen(idem_app *app);
+void	idem_metrics_listen_stop(idem_app *app);
 enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED, IDEM_M_COMPLETED };
 int	idem_metrics_handler(idem_req *req, void *arg);
 
@@ -175,6 +199,15 @@ struct idem_req {
 	int			 replayed;
 	enum idem_outcome	 outcome;
 };
+
+/* request.c: is addr in the comma/blank-separated address list? */
+int	idem_addr_allowed(const char *list, const char *addr);
+/* http.c: "Content-Length" (absent or empty: 0) into n; -1 unless 1..19
+ * digits.  Is ct application/json (parameters allowed)?  How many of
+ * envp start with prefix (nginx passes a repeated header twice)? */
+int	idem_http_content_length(const char *s, unsigned long long *n);
+int	idem_http_is_json(const char *ct);
+int	idem_http_param_count(char **envp, const char *prefix);
 
 /* request.c: read the FastCGI request into req, then answer it. */
 void	idem_request_handle(idem_app *app, FCGX_Request *fcgi);
@@ -242,14 +275,33 @@ void	idem_req_conn_release(idem_req *req);
 /* response.c: the status line, headers and body, on the FastCGI stream. */
 void	idem_resp_write(idem_req *req);
 
+/*
+ * ops.c: idem_evict() with a time budget (idem_now_us() clock; 0: none) and
+ * a stop flag, both checked between batches: 0 when nothing is left, 2 when
+ * stopped with more left (or max_batches reached), 1 when another process
+ * is evicting, -1 on a database error.
+ */
+int	idem_evict_bounded(PGconn *db, long batch, long max_batches,
+	    long long until_us, atomic_int *stop, long *evicted);
+
 /* The fleet-wide eviction lock (any constant). */
 #define IDEM_EVICT_LOCK	"7236491087"
 
 /* runtime.c */
 int	idem_runtime_run(idem_app *app, const char *listen_addr);
+/* listen.c: a listening socket on "host:port", ":port" or a unix socket
+ * path ("unix:" optional; made mode 0666); -1, logged. */
+int	idem_listen_addr(const char *addr);
 
-/* janitor.c: called about once a second by the runtime's main thread. */
-void	idem_janitor_tick(idem_app *app);
+/*
+ * janitor.c: store upkeep on a thread of its own, every evict_interval
+ * (sooner while a backlog is left), each run bounded in batches and time
+ * and stopping between batches once app->stopping is set.
+ */
+int	idem_janitor_start(idem_app *app);
+/* Wake and join it, waiting until deadline (CLOCK_REALTIME) at most:
+ * 0, or -1 when it is still in a batch or a completion. */
+int	idem_janitor_stop(idem_app *app, const struct timespec *deadline);
 
 /*
  * completer.c: run up to max abandoned phased records (in progress past a

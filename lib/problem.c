@@ -1,79 +1,99 @@
 /*
  * problem.c - the RFC 9457 problem types of idem, in one table, those an
- * application adds (idem_app_problem()), and the function that turns one
- * into an application/problem+json response.
+ * application adds (idem_app_problem()), the function that turns one into
+ * an application/problem+json response, and the HTML page of each type
+ * that the app serves under [server] problem_base.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "private.h"
 
-#define IDEM_PROBLEM_BASE "https://idem.dev/problems/"
+/* The default of [server] problem_base: relative, served by the app. */
+#define IDEM_PROBLEM_BASE "/problems/"
 
-struct problem {
-	const char	*slug;
-	const char	*title;
-	int		 status;
-};
-
-static const struct problem problems[IDEM_P__MAX] = {
+static const struct idem_problem_type problems[IDEM_P__MAX] = {
 	[IDEM_P_KEY_MISSING] = { "idempotency-key-missing",
-	    "Idempotency-Key header required", 400 },
+	    "Idempotency-Key header required", 400,
+	    "This route is idempotent: send an Idempotency-Key header." },
 	[IDEM_P_KEY_INVALID] = { "idempotency-key-invalid",
-	    "Idempotency-Key header is malformed", 400 },
+	    "Idempotency-Key header is malformed", 400,
+	    "The key must be 1 to 255 visible ASCII characters, bare or as "
+	    "a quoted RFC 8941 string." },
 	[IDEM_P_KEY_IN_FLIGHT] = { "idempotency-key-in-flight",
-	    "A request with this Idempotency-Key is in progress", 409 },
+	    "A request with this Idempotency-Key is in progress", 409,
+	    "Retry shortly with the same key (see Retry-After)." },
 	[IDEM_P_KEY_REUSED] = { "idempotency-key-reused",
-	    "Idempotency-Key was used for a different request", 422 },
+	    "Idempotency-Key was used for a different request", 422,
+	    "This key belongs to another request: use a new key." },
 	[IDEM_P_INVALID_JSON] = { "invalid-json",
-	    "Request body is not valid JSON", 400 },
+	    "Request body is not valid JSON", 400,
+	    "Send one valid UTF-8 JSON value, without duplicate member "
+	    "names." },
 	[IDEM_P_VALIDATION] = { "validation-error",
-	    "Request is invalid", 400 },
+	    "Request is invalid", 400,
+	    "The detail names the member and the rule it breaks; the "
+	    "route's schema is in /openapi.json." },
 	[IDEM_P_TOO_LARGE] = { "payload-too-large",
-	    "Request body too large", 413 },
+	    "Request body too large", 413,
+	    "The body exceeds the server's limit." },
 	[IDEM_P_MEDIA_TYPE] = { "unsupported-media-type",
-	    "Unsupported media type", 415 },
+	    "Unsupported media type", 415,
+	    "Send the body as application/json." },
 	[IDEM_P_UNAUTHORIZED] = { "unauthorized",
-	    "Missing or invalid credentials", 401 },
-	[IDEM_P_NOT_FOUND] = { "not-found", "Not found", 404 },
+	    "Missing or invalid credentials", 401,
+	    "Send Authorization: Bearer with an API key that is not "
+	    "revoked." },
+	[IDEM_P_NOT_FOUND] = { "not-found", "Not found", 404,
+	    "No such resource." },
 	[IDEM_P_METHOD] = { "method-not-allowed",
-	    "Method not allowed", 405 },
+	    "Method not allowed", 405,
+	    "The Allow header lists the methods of this path." },
 	[IDEM_P_UNAVAILABLE] = { "service-unavailable",
-	    "Service temporarily unavailable", 503 },
+	    "Service temporarily unavailable", 503,
+	    "Nothing was stored: retry later with the same key." },
 	[IDEM_P_INTERNAL] = { "internal-error",
-	    "Internal server error", 500 },
+	    "Internal server error", 500,
+	    "Nothing was stored: a retry with the same key executes "
+	    "afresh." },
 };
 
 int
 idem_app_problem(idem_app *app, const char *slug, int status,
-    const char *title)
+    const char *title, const char *doc)
 {
 	struct idem_problem_type	*t;
-	size_t				 i;
+	char				*ps, *pt, *pd;
+	int				 p;
 
-	/* The slug ends a URI and the title is a JSON string: keep both
-	 * plain, and a status a client may act on (4xx/5xx). */
+	/* The slug ends a URI and the title and doc are JSON strings and
+	 * an HTML page: keep them plain, and a status a client acts on. */
 	if (app == NULL || slug == NULL || title == NULL || *slug == '\0' ||
 	    *title == '\0' || strspn(slug, "abcdefghijklmnopqrstuvwxyz"
 	    "0123456789-") != strlen(slug) || strlen(slug) > 64 ||
 	    strlen(title) > 128 || strpbrk(title, "\r\n") != NULL ||
-	    status < 400 || status > 599 ||
+	    (doc != NULL && (strlen(doc) > 512 ||
+	    strpbrk(doc, "\r\n") != NULL)) || status < 400 || status > 599 ||
 	    app->nproblems == IDEM_APP_PROBLEMS_MAX)
 		return -1;
-	for (i = 0; i < IDEM_P__MAX; i++)
-		if (strcmp(problems[i].slug, slug) == 0)
+	for (p = 0; p < idem_problem_count(app); p++)
+		if (strcmp(idem_problem_type(app, p)->slug, slug) == 0)
 			return -1;
-	for (i = 0; i < app->nproblems; i++)
-		if (strcmp(app->problems[i].slug, slug) == 0)
-			return -1;
-	t = &app->problems[app->nproblems];
-	if ((t->slug = strdup(slug)) == NULL ||
-	    (t->title = strdup(title)) == NULL) {
-		free(t->slug);
-		t->slug = NULL;
+	ps = strdup(slug);
+	pt = strdup(title);
+	pd = strdup(doc != NULL ? doc : title);
+	if (ps == NULL || pt == NULL || pd == NULL) {
+		free(ps);
+		free(pt);
+		free(pd);
 		return -1;
 	}
+	t = &app->problems[app->nproblems];
+	t->slug = ps;
+	t->title = pt;
+	t->doc = pd;
 	t->status = status;
 	return IDEM_P__MAX + (int)app->nproblems++;
 }
@@ -84,36 +104,44 @@ idem_app_problems_free(idem_app *app)
 	size_t	i;
 
 	for (i = 0; i < app->nproblems; i++) {
-		free(app->problems[i].slug);
-		free(app->problems[i].title);
+		free((char *)(uintptr_t)app->problems[i].slug);
+		free((char *)(uintptr_t)app->problems[i].title);
+		free((char *)(uintptr_t)app->problems[i].doc);
 	}
 	app->nproblems = 0;
 }
 
-/* The library's type p, or the application's; internal-error if neither. */
-static struct problem
-problem_of(const idem_req *req, int p)
+int
+idem_problem_count(const idem_app *app)
 {
-	struct problem	 t = problems[IDEM_P_INTERNAL];
-	size_t		 i;
-
-	if (p >= 0 && p < IDEM_P__MAX)
-		return problems[p];
-	i = (size_t)(p - IDEM_P__MAX);
-	if (p >= IDEM_P__MAX && req->app != NULL &&
-	    i < req->app->nproblems) {
-		t.slug = req->app->problems[i].slug;
-		t.title = req->app->problems[i].title;
-		t.status = req->app->problems[i].status;
-	}
-	return t;
+	return IDEM_P__MAX + (app != NULL ? (int)app->nproblems : 0);
 }
+
+const struct idem_problem_type *
+idem_problem_type(const idem_app *app, int p)
+{
+	if (p >= 0 && p < IDEM_P__MAX)
+		return &problems[p];
+	if (app != NULL && p >= IDEM_P__MAX &&
+	    (size_t)(p - IDEM_P__MAX) < app->nproblems)
+		return &app->problems[p - IDEM_P__MAX];
+	return &problems[IDEM_P_INTERNAL];
+}
+
+const char *
+idem_problem_base(const idem_app *app)
+{
+	return app != NULL && app->cfg.problem_base != NULL ?
+	    app->cfg.problem_base : IDEM_PROBLEM_BASE;
+}
+
 
 int
 idem_resp_problem(idem_req *req, enum idem_problem p, const char *fmt, ...)
 {
+	const struct idem_problem_type *t = idem_problem_type(req->app,
+					    (int)p);
 	struct idem_buf	 b = { 0 };
-	struct problem	 t = problem_of(req, (int)p);
 	va_list		 ap;
 	char		*d;
 	int		 n, rc;
@@ -124,25 +152,102 @@ idem_resp_problem(idem_req *req, enum idem_problem p, const char *fmt, ...)
 	if (n < 0)
 		d = NULL;
 	rc = idem_buf_addf(&b, "{\"type\":\"%s%s\",\"title\":",
-	    IDEM_PROBLEM_BASE, t.slug);
-	rc |= idem_buf_add_jstr(&b, t.title,
-	    strlen(t.title));
+	    idem_problem_base(req->app), t->slug);
+	rc |= idem_buf_add_jstr(&b, t->title,
+	    strlen(t->title));
 	rc |= idem_buf_addf(&b, ",\"status\":%d,\"detail\":",
-	    t.status);
-	rc |= idem_buf_add_jstr(&b, d ? d : t.title,
-	    d ? (size_t)n : strlen(t.title));
+	    t->status);
+	rc |= idem_buf_add_jstr(&b, d ? d : t->title,
+	    d ? (size_t)n : strlen(t->title));
+	/* The request id of the access log line, so a report finds it. */
+	if (req->request_id[0] != '\0')
+		rc |= idem_buf_addf(&b, ",\"instance\":\"%s\"",
+		    req->request_id);
 	rc |= idem_buf_addc(&b, '}');
 	free(d);
 	if (rc != 0) {
 		idem_buf_free(&b);
 		return -1;
 	}
-	rc = idem_resp_body(req, t.status,
+	rc = idem_resp_body(req, t->status,
 	    "application/problem+json", b.p, b.len);
 	idem_buf_free(&b);
 	if (rc == 0 && p == IDEM_P_KEY_IN_FLIGHT)
 		rc = idem_resp_header(req, "Retry-After", "1");
 	if (rc == 0 && p == IDEM_P_UNAVAILABLE)
 		rc = idem_resp_header(req, "Retry-After", "1");
+	/* The Idempotency-Key draft: the client can look the error up. */
+	if (rc == 0 && (t->status == 400 || t->status == 422))
+		rc = idem_problem_link(req, t->slug);
+	return rc;
+}
+
+int
+idem_problem_link(idem_req *req, const char *slug)
+{
+	char	link[512];
+
+	snprintf(link, sizeof(link), "<%s%s>; rel=\"describedby\"",
+	    idem_problem_base(req->app), slug);
+	return idem_resp_header(req, "Link", link);
+}
+
+/* s with &, <, >, " escaped, for an HTML page. */
+static int
+add_html(struct idem_buf *b, const char *s)
+{
+	int	rc = 0;
+
+	for (; *s != '\0' && rc == 0; s++)
+		switch (*s) {
+		case '&':
+			rc = idem_buf_adds(b, "&amp;");
+			break;
+		case '<':
+			rc = idem_buf_adds(b, "&lt;");
+			break;
+		case '>':
+			rc = idem_buf_adds(b, "&gt;");
+			break;
+		case '"':
+			rc = idem_buf_adds(b, "&quot;");
+			break;
+		default:
+			rc = idem_buf_addc(b, *s);
+		}
+	return rc;
+}
+
+/* GET <problem_base>:slug - the type's documentation, plain HTML. */
+int
+idem_problem_doc_handler(idem_req *req, void *arg)
+{
+	const char	*slug = idem_req_param(req, "slug");
+	struct idem_buf	 b = { 0 };
+	const struct idem_problem_type *t = NULL;
+	int		 p, rc;
+
+	(void)arg;
+	for (p = 0; p < idem_problem_count(req->app); p++)
+		if (slug != NULL &&
+		    strcmp(idem_problem_type(req->app, p)->slug, slug) == 0)
+			t = idem_problem_type(req->app, p);
+	if (t == NULL)
+		return idem_resp_problem(req, IDEM_P_NOT_FOUND,
+		    "no such problem type");
+	rc = idem_buf_adds(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head>"
+	    "<meta charset=\"utf-8\"><title>");
+	rc |= add_html(&b, t->title);
+	rc |= idem_buf_adds(&b, "</title></head>\n<body><h1>");
+	rc |= add_html(&b, t->title);
+	rc |= idem_buf_addf(&b, "</h1>\n<p>Type <code>%s%s</code>, HTTP "
+	    "status %d.</p>\n<p>", idem_problem_base(req->app),
+	    t->slug, t->status);
+	rc |= add_html(&b, t->doc);
+	rc |= idem_buf_adds(&b, "</p>\n</body></html>\n");
+	if (rc == 0)
+		rc = idem_resp_body(req, 200, "text/html; charset=utf-8", b.p,
+		    b.len);
+	idem_buf_free(&b);
 	return rc;
 }

@@ -130,6 +130,7 @@ idem_router_add(struct idem_router *r, const char *method,
 	}
 	r->routes = routes;
 	rt = &r->routes[r->nroutes++];
+	memset(rt, 0, sizeof(*rt));
 	rt->method = m;
 	rt->pattern = pat;
 	rt->flags = flags;

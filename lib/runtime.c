@@ -202,7 +202,6 @@ static int
 listen_socket(const char *addr)
 {
 	const char	*pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
-	int		 fd;
 
 	if (pid != NULL && fds != NULL && atol(pid) == (long)getpid() &&
 	    atoi(fds) >= 1) {
@@ -210,19 +209,8 @@ listen_socket(const char *addr)
 		unsetenv("LISTEN_FDS");
 		return 3;	/* SD_LISTEN_FDS_START */
 	}
-	if (addr != NULL) {
-		if (strncmp(addr, "unix:", 5) == 0)
-			addr += 5;
-		if ((fd = FCGX_OpenSocket(addr, 128)) < 0) {
-			idem_log(IDEM_LOG_ERROR, "runtime: cannot listen on "
-			    "%s", addr);
-			return -1;
-		}
-		/* Web servers run as another user (www-data). */
-		if (addr[0] == '/' || addr[0] == '.')
-			chmod(addr, 0666);
-		return fd;
-	}
+	if (addr != NULL)
+		return idem_listen_addr(addr);
 	if (!FCGX_IsCGI())
 		return 0;
 	idem_log(IDEM_LOG_ERROR, "runtime: not started by a web server "
@@ -254,7 +242,7 @@ idem_runtime_run(idem_app *app, const char *addr)
 	struct sigaction sa;
 	sigset_t	 set;
 	pthread_t	 disp, *th;
-	struct timespec	 dl, tick;
+	struct timespec	 dl;
 	unsigned	 i, n = app->cfg.threads;
 	int		 sig, fl, drained = 1;
 
@@ -277,7 +265,8 @@ idem_runtime_run(idem_app *app, const char *addr)
 		return 1;
 	memset(&rt, 0, sizeof(rt));
 	rt.app = app;
-	if ((rt.listen_fd = listen_socket(addr)) < 0)
+	if ((rt.listen_fd = listen_socket(addr)) < 0 ||
+	    idem_metrics_listen(app) == -1)
 		return 1;
 	fl = fcntl(rt.listen_fd, F_GETFL);
 	/* Several processes may share the socket: never block in accept. */
@@ -295,27 +284,28 @@ idem_runtime_run(idem_app *app, const char *addr)
 		rt.running++;
 	}
 	n = i;
-	if (n == 0 || pthread_create(&disp, NULL, dispatcher, &rt) != 0) {
+	if (n == 0 || pthread_create(&disp, NULL, dispatcher, &rt) != 0 ||
+	    idem_janitor_start(app) == -1) {
 		idem_log(IDEM_LOG_ERROR, "runtime: cannot start threads");
 		return 1;
 	}
 	idem_log(IDEM_LOG_INFO, "runtime: %u workers, pool of %u, pid %ld",
 	    n, app->cfg.pool_size, (long)getpid());
 
-	for (;;) {
-		tick.tv_sec = 1;
-		tick.tv_nsec = 0;
-		sig = sigtimedwait(&set, NULL, &tick);
-		if (sig == SIGTERM || sig == SIGINT)
-			break;
-		idem_janitor_tick(app);
-	}
+	/* The janitor has its own thread: this one only waits for a stop. */
+	do
+		sig = sigwaitinfo(&set, NULL);
+	while (sig != SIGTERM && sig != SIGINT);
 	idem_log(IDEM_LOG_INFO, "runtime: signal %d, draining", sig);
+	idem_deadline(CLOCK_REALTIME, DRAIN_MS, &dl);
 	atomic_store(&app->stopping, 1);
 	rt_wake(&rt);
 	pthread_join(disp, NULL);
+	/* Stops between batches; the drain's deadline bounds the wait. */
+	if (idem_janitor_stop(app, &dl) == -1)
+		drained = 0;
+	idem_metrics_listen_stop(app);
 
-	idem_deadline(CLOCK_REALTIME, DRAIN_MS, &dl);
 	pthread_mutex_lock(&rt.mu);
 	while (rt.running > 0)
 		if (pthread_cond_timedwait(&rt.done, &rt.mu, &dl) ==
@@ -326,8 +316,8 @@ idem_runtime_run(idem_app *app, const char *addr)
 	pthread_mutex_unlock(&rt.mu);
 	if (!drained) {
 		/* A handler is stuck: leave without freeing what it uses. */
-		idem_log(IDEM_LOG_WARN, "runtime: %u requests still running "
-		    "after %d ms; exiting", rt.running, DRAIN_MS);
+		idem_log(IDEM_LOG_WARN, "runtime: %u requests (or the janitor) "
+		    "still running after %d ms; exiting", rt.running, DRAIN_MS);
 		return 0;
 	}
 	for (i = 0; i < n; i++)

@@ -257,8 +257,8 @@ out:
 }
 
 int
-idem_evict(PGconn *db, long batch, long max_batches,
-    long long lock_timeout_ms, long *evicted)
+idem_evict_bounded(PGconn *db, long batch, long max_batches,
+    long long until_us, atomic_int *stop, long *evicted)
 {
 	char	lim[24];
 	long	n, i;
@@ -267,17 +267,31 @@ idem_evict(PGconn *db, long batch, long max_batches,
 	if (batch <= 0)
 		batch = 10000;
 	snprintf(lim, sizeof(lim), "%ld", batch);
-	(void)lock_timeout_ms;	/* leases carry their own end */
 	for (i = 0; max_batches <= 0 || i < max_batches; i++) {
+		/* Between batches: each batch is one short transaction. */
+		if (i > 0 && ((stop != NULL && atomic_load(stop)) ||
+		    (until_us > 0 && idem_now_us() >= until_us)))
+			return 2;
 		if ((n = evict_batch(db, lim)) == -1)
 			return -1;
 		if (n == -2)
 			return i == 0 ? 1 : 0;	/* another process evicts */
 		*evicted += n;
 		if (n < batch)
-			break;
+			return 0;
 	}
-	return 0;
+	return 2;
+}
+
+int
+idem_evict(PGconn *db, long batch, long max_batches,
+    long long lock_timeout_ms, long *evicted)
+{
+	int	rc;
+
+	(void)lock_timeout_ms;	/* leases carry their own end */
+	rc = idem_evict_bounded(db, batch, max_batches, 0, NULL, evicted);
+	return rc == 2 ? 0 : rc;
 }
 
 int

@@ -214,10 +214,9 @@ cmd_stats(PGconn *db)
 	r = PQexec(db, "SELECT count(*),"
 	    " count(*) FILTER (WHERE state = 'in_progress'),"
 	    " count(*) FILTER (WHERE expires_at <= now()),"
-	    " coalesce(extract(epoch FROM now() - min(created_at)"
-	    "   FILTER (WHERE expires_at > now()))::bigint, 0),"
-	    " coalesce(extract(epoch FROM now() - min(expires_at)"
-	    "   FILTER (WHERE expires_at <= now()))::bigint, 0),"
+	    " (SELECT oldest_live_age::bigint FROM idem_store_gauges()),"
+	    /* lag: only what eviction would delete, as /metrics reports it */
+	    " (SELECT eviction_lag::bigint FROM idem_store_gauges()),"
 	    " pg_total_relation_size('idempotency_keys'),"
 	    " count(*) FILTER (WHERE state = 'in_progress'"
 	    "   AND recovery_point <> 'started' AND expires_at <= now())"

@@ -20,7 +20,8 @@ main(int argc, char *argv[])
 	idem_app_config_key(app, "payments", "bench_routes");
 	/* The sample's own problem type: the card was declined. */
 	if ((payments_p_declined = idem_app_problem(app, "payment-declined",
-	    402, "Payment declined")) == -1) {
+	    402, "Payment declined", "The card was declined; the answer is "
+	    "stored for this key.")) == -1) {
 		idem_app_free(app);
 		return 1;
 	}
@@ -37,17 +38,23 @@ main(int argc, char *argv[])
 	else
 		idem_app_route(app, "POST", "/v1/payments",
 		    IDEM_ROUTE_IDEMPOTENT, payments_create, NULL);
+	idem_app_route_body(app, "POST", "/v1/payments", &payment_body);
 	idem_app_route(app, "GET", "/v1/payments", 0, payments_list, NULL);
 	idem_app_route(app, "GET", "/v1/payments/:id", 0, payments_get, NULL);
 	idem_app_route(app, "POST", "/v1/payments/:id/refunds",
 	    IDEM_ROUTE_IDEMPOTENT, refunds_create, NULL);
+	idem_app_route_body(app, "POST", "/v1/payments/:id/refunds",
+	    &refund_body);
 	idem_app_route(app, "GET", "/healthz", IDEM_ROUTE_PUBLIC, healthz,
 	    NULL);
 	/* The benchmark's reference: the same handler, no middleware. */
 	bench = idem_app_config(app, "payments", "bench_routes");
-	if (bench != NULL && strcmp(bench, "on") == 0)
+	if (bench != NULL && strcmp(bench, "on") == 0) {
 		idem_app_route(app, "POST", "/bench/payments-plain",
 		    IDEM_ROUTE_JSON, payments_create, NULL);
+		idem_app_route_body(app, "POST", "/bench/payments-plain",
+		    &payment_body);
+	}
 	rc = idem_app_run(app);
 	idem_app_free(app);
 	return rc;

@@ -9,6 +9,9 @@
 /* The "payment-declined" problem type (402), defined by main(). */
 extern int	payments_p_declined;
 
+/* The declared bodies of the create and refund routes. */
+extern const struct idem_body payment_body, refund_body;
+
 int	payments_create(idem_req *req, void *arg);
 /* arg: the acquirer URL */
 int	payments_create_phased(idem_req *req, void *arg);

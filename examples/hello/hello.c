@@ -9,19 +9,23 @@
  * Run:   ./hello -c hello.ini -l 127.0.0.1:9000   (or let the web server
  *        spawn it); the greetings table is in hello.sql.
  */
-#include <stdio.h>
-#include <string.h>
-
 #include <idem.h>
 
-/* 1 to 64 letters, digits, blanks, '-', '.' or '\'': safe inside JSON. */
-static int
-valid_name(const char *s)
-{
-	size_t	n = strlen(s);
+/* The body of POST /v1/greetings; anything else is a 400 naming it. */
+static const struct idem_body greeting = { (const struct idem_member[]){
+	{ .name = "name", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED,
+	  .min = 1, .max = 64, .pattern = "^[A-Za-z0-9 .'-]+$" },
+	{ .name = NULL } }, 0, NULL, 0, 0 };
 
-	return n >= 1 && n <= 64 && strspn(s, "abcdefghijklmnopqrstuvwxyz"
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 -.'") == n;
+/* {"id": ..., "message": "Hello, <name>!"} from the row (id, message). */
+static int
+send_greeting(idem_req *req, int status, PGresult *r)
+{
+	idem_json	*j = idem_json_new();
+
+	idem_json_pg_row(j, r, 0);
+	PQclear(r);
+	return idem_json_send(j, req, status);
 }
 
 /*
@@ -31,85 +35,53 @@ valid_name(const char *s)
 static int
 greeting_create(idem_req *req, void *arg)
 {
-	const char	*path[] = { "name", NULL }, *vals[2];
-	char		 tenant[24], json[256], loc[64];
-	yajl_val	 name;
+	idem_args	*a = idem_args_new();
 	PGresult	*r;
-	int		 n;
 
 	(void)arg;
-	/* IDEM_ROUTE_IDEMPOTENT implies JSON: the body is parsed already. */
-	name = yajl_tree_get(idem_req_json(req), path, yajl_t_string);
-	if (name == NULL || !valid_name(YAJL_GET_STRING(name)))
-		/* A 4xx is stored too: a retry gets the same answer. */
-		return idem_resp_problem(req, IDEM_P_VALIDATION,
-		    "name must be 1 to 64 letters, digits or blanks");
-
-	snprintf(tenant, sizeof(tenant), "%lld",
-	    (long long)idem_req_tenant(req));
-	vals[0] = tenant;
-	vals[1] = YAJL_GET_STRING(name);
-	r = PQexecParams(idem_req_db(req), "INSERT INTO greetings "
-	    "(api_key_id, name) VALUES ($1, $2) RETURNING id", 2, NULL, vals,
-	    NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		PQclear(r);
+	/* The body is valid already: idem_app_route_body() below. */
+	idem_args_tenant(a, req);
+	idem_args_member(a, req, "name");
+	r = idem_req_exec(req, "INSERT INTO greetings (api_key_id, name) "
+	    "VALUES ($1, $2) RETURNING id, 'Hello, ' || name || '!' AS message",
+	    a);
+	if (r == NULL)
 		return -1;		/* 500; everything is rolled back */
-	}
-	n = snprintf(json, sizeof(json), "{\"id\":%s,\"message\":\"Hello, "
-	    "%s!\"}", PQgetvalue(r, 0, 0), vals[1]);
-	snprintf(loc, sizeof(loc), "/v1/greetings/%s", PQgetvalue(r, 0, 0));
-	PQclear(r);
-	if (idem_resp_json(req, 201, json, (size_t)n) == -1)
-		return -1;
-	return idem_resp_header(req, "Location", loc);	/* replayed too */
+	return send_greeting(req, 201, r);	/* a retry gets it replayed */
 }
 
 static int
 greeting_get(idem_req *req, void *arg)
 {
-	const char	*vals[2];
-	char		 tenant[24], json[256];
+	idem_args	*a = idem_args_new();
 	PGresult	*r;
-	int		 n;
 
 	(void)arg;
-	vals[0] = idem_req_param(req, "id");
-	if (strlen(vals[0]) > 18 || strspn(vals[0], "0123456789") !=
-	    strlen(vals[0]))
-		return idem_resp_problem(req, IDEM_P_NOT_FOUND,
-		    "no such greeting");
-	snprintf(tenant, sizeof(tenant), "%lld",
-	    (long long)idem_req_tenant(req));
-	vals[1] = tenant;
+	idem_args_str(a, idem_req_param(req, "id"));
+	idem_args_tenant(a, req);
 	/* Not idempotent: a pooled connection in autocommit. */
-	if (idem_req_db(req) == NULL)
-		return -1;		/* 503: no connection in time */
-	r = PQexecParams(idem_req_db(req), "SELECT id, name FROM greetings "
-	    "WHERE id = $1::bigint AND api_key_id = $2", 2, NULL, vals, NULL,
-	    NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		PQclear(r);
-		return -1;
-	}
+	r = idem_req_exec(req, "SELECT id, 'Hello, ' || name || '!' AS message "
+	    "FROM greetings WHERE id::text = $1 AND api_key_id = $2", a);
+	if (r == NULL)
+		return -1;		/* 503 when no connection came in time */
 	if (PQntuples(r) == 0) {
 		PQclear(r);
 		return idem_resp_problem(req, IDEM_P_NOT_FOUND,
 		    "no such greeting");
 	}
-	n = snprintf(json, sizeof(json), "{\"id\":%s,\"message\":\"Hello, "
-	    "%s!\"}", PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1));
-	PQclear(r);
-	return idem_resp_json(req, 200, json, (size_t)n);
+	return send_greeting(req, 200, r);
 }
 
 static int
 healthz(idem_req *req, void *arg)
 {
-	static const char ok[] = "{\"status\":\"ok\"}";
+	idem_json	*j = idem_json_new();
 
 	(void)arg;
-	return idem_resp_json(req, 200, ok, sizeof(ok) - 1);
+	idem_json_object(j);
+	idem_json_kstr(j, "status", "ok");
+	idem_json_object_end(j);
+	return idem_json_send(j, req, 200);
 }
 
 int
@@ -122,6 +94,7 @@ main(int argc, char *argv[])
 		return 1;
 	idem_app_route(app, "POST", "/v1/greetings", IDEM_ROUTE_IDEMPOTENT,
 	    greeting_create, NULL);
+	idem_app_route_body(app, "POST", "/v1/greetings", &greeting);
 	idem_app_route(app, "GET", "/v1/greetings/:id", 0, greeting_get,
 	    NULL);
 	idem_app_route(app, "GET", "/healthz", IDEM_ROUTE_PUBLIC, healthz,

@@ -1,11 +1,17 @@
 """direct.py - shared parts of the direct FastCGI tests: TAP output, an
-API key, a payments.fcgi on its own socket, requests sent with cgi-fcgi."""
+API key, a payments.fcgi on its own socket, requests sent with cgi-fcgi;
+a database of a test's own (psql), the eviction lock held, and scrapes of
+a [metrics] listen socket."""
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 N = 0
 FAILED = 0
@@ -29,9 +35,7 @@ def done():
 
 
 def write_conf(path, host, port, extra=""):
-    with open(path, "w") as f:
-        f.write("[database]\nconninfo = host=%s port=%s dbname=postgres "
-                "user=postgres\n%s" % (host, port, extra))
+    write(path, conf_text(host, port, "postgres", extra))
 
 
 def api_key(builddir, srcdir, conf, name):
@@ -93,3 +97,84 @@ class App:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             return None
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_for(cond, timeout, step=0.05):
+    """cond() until true or timeout; its last value."""
+    end = time.time() + timeout
+    v = cond()
+    while not v and time.time() < end:
+        time.sleep(step)
+        v = cond()
+    return v
+
+
+class Db:
+    """psql on one database of the suite's cluster; sql() returns the
+    unaligned, tuples-only output."""
+
+    def __init__(self, host, port, name):
+        self.base = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-At",
+                     "-h", host, "-p", str(port), "-U", "postgres"]
+        self.name = name
+
+    def sql(self, q, db=None):
+        p = subprocess.run(self.base + ["-d", db or self.name, "-c", q],
+                           capture_output=True, text=True, check=True)
+        return p.stdout.strip()
+
+    def hold_eviction(self):
+        """A session holding the fleet's eviction lock (lib/private.h
+        IDEM_EVICT_LOCK), so that no janitor evicts until release()."""
+        return EvictionHold(self)
+
+
+class EvictionHold:
+    LOCK = 7236491087
+
+    def __init__(self, d):
+        self.p = subprocess.Popen(d.base + ["-d", d.name], text=True,
+                                  stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE)
+        self.p.stdin.write("SELECT pg_advisory_lock(%d);\n" % self.LOCK)
+        self.p.stdin.flush()
+        self.p.stdout.readline()    # the lock is held once psql answers
+
+    def release(self):
+        self.p.stdin.close()        # the session ends, the lock with it
+        self.p.wait(timeout=10)
+
+
+def conf_text(host, port, db, extra):
+    return ("[database]\nconninfo = host=%s port=%s dbname=%s user=postgres\n"
+            "%s" % (host, port, db, extra))
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def scrape(port, path="/metrics"):
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
+                                    timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+    except OSError:
+        return None, ""
+
+
+def gauge(text, name):
+    m = re.search(r"(?m)^%s ([0-9.e+-]+)$" % re.escape(name), text)
+    return float(m.group(1)) if m else None

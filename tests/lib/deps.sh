@@ -31,12 +31,13 @@ IDEM_DEPS_TOOLS="curl git"
 # mod_fcgid, lighttpd behind spawn-fcgi), the direct FastCGI client
 # (cgi-fcgi), pgbouncer, socket activation (systemd-socket-activate, in
 # t_example.sh), the comma locale of unit/test_jcs (locales), the
-# fuzz, sanitizer and valgrind stages, and tests/ha (Patroni on etcd,
-# through python3-etcd).
+# fuzz, sanitizer and valgrind stages, tests/ha (Patroni on etcd,
+# through python3-etcd), and tests/direct/prometheus.py (promtool and a
+# real Prometheus, from the prometheus package).
 # shellcheck disable=SC2034
 IDEM_DEPS_FIXTURES="nginx-light apache2 libapache2-mod-fcgid libfcgi-bin
 	spawn-fcgi pgbouncer systemd locales clang libclang-rt-14-dev valgrind
-	patroni etcd-server python3-etcd"
+	patroni etcd-server python3-etcd prometheus"
 # tests/bench/run: wrk (HTTP load), pgbench (in postgresql-15, which the
 # postgresql package pulls in), psql, both web servers.
 # shellcheck disable=SC2034

@@ -1,6 +1,7 @@
 /*
  * test_config.c - unit tests for config.c: the INI parser, durations,
- * sizes, route TTLs, application keys and idem_cfg_load().
+ * sizes, route TTLs and the retention window, application keys and
+ * idem_cfg_load().
  */
 #include <errno.h>
 #include <stdio.h>
@@ -393,11 +394,11 @@ static void
 test_routes(void)
 {
 	GOOD("[route \"POST /v1/payments\"]\nttl = 7d\n"
-	    "[route \"GET /v1/payments\"]\nttl = 10m\n"
+	    "[route \"GET /v1/payments\"]\nttl = 2h\n"
 	    "[route \"POST /v1/refunds\"]\n");
 	TAP_OK(idem_cfg_route_ttl(&cfg, "POST", "/v1/payments") ==
 	    7 * 86400000LL, "route ttl override POST");
-	TAP_OK(idem_cfg_route_ttl(&cfg, "GET", "/v1/payments") == 600000,
+	TAP_OK(idem_cfg_route_ttl(&cfg, "GET", "/v1/payments") == 7200000,
 	    "route ttl override GET (same path, other method)");
 	TAP_OK(idem_cfg_route_ttl(&cfg, "PUT", "/v1/payments") == cfg.ttl_ms,
 	    "other method falls back to ttl");
@@ -691,10 +692,56 @@ test_load(void)
 	    "a directory is refused: %s", err);
 }
 
+/* The retention window: refuse under 1 h, warn under 24 h or over 7 d. */
+static void
+test_ttl_window(void)
+{
+	static const struct {
+		long long		 ms;
+		enum idem_ttl_verdict	 want;
+	} cases[] = {
+		{ 1, IDEM_TTL_REFUSE },
+		{ 5 * 60000LL, IDEM_TTL_REFUSE },
+		{ 3600000LL - 1, IDEM_TTL_REFUSE },
+		{ 3600000LL, IDEM_TTL_SHORT },
+		{ 23 * 3600000LL, IDEM_TTL_SHORT },
+		{ 86400000LL - 1, IDEM_TTL_SHORT },
+		{ 86400000LL, IDEM_TTL_OK },
+		{ 3 * 86400000LL, IDEM_TTL_OK },
+		{ 7 * 86400000LL, IDEM_TTL_OK },
+		{ 7 * 86400000LL + 1, IDEM_TTL_LONG },
+		{ 30 * 86400000LL, IDEM_TTL_LONG },
+	};
+	size_t	i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		TAP_OK(idem_ttl_verdict(cases[i].ms) == cases[i].want,
+		    "ttl %lldms: verdict %d", cases[i].ms, cases[i].want);
+	TAP_OK(idem_ttl_reason(IDEM_TTL_OK) == NULL &&
+	    strstr(idem_ttl_reason(IDEM_TTL_REFUSE), "1h") != NULL &&
+	    strstr(idem_ttl_reason(IDEM_TTL_SHORT), "24h") != NULL &&
+	    strstr(idem_ttl_reason(IDEM_TTL_LONG), "7d") != NULL,
+	    "each verdict says its bound");
+
+	/* Refused where it was set, naming the route; warned ones start. */
+	BAD("[server]\nrequest_timeout = 1s\n[idempotency]\nlock_timeout = "
+	    "2s\nttl = 5m\n", 5, "ttl (300000ms) is below 1h");
+	BAD("[server]\nrequest_timeout = 1s\n[idempotency]\nlock_timeout = "
+	    "2s\n[route \"POST /v1/payments\"]\n\nttl = 59m\n", 7,
+	    "ttl (3540000ms) of [route \"POST /v1/payments\"] is below 1h");
+	GOOD("[idempotency]\nttl = 1h\n[route \"POST /a\"]\nttl = 30d\n");
+	TAP_OK(cfg.routes != NULL && cfg.routes->line == 3 &&
+	    cfg.routes->ttl_ms == 30 * 86400000LL,
+	    "a warned ttl is kept, with its section's line");
+	TAP_OK(cfg.file != NULL && strcmp(cfg.file, NAME) == 0,
+	    "the file name is kept for startup messages");
+}
+
 int
 main(void)
 {
 	test_defaults();
+	test_ttl_window();
 	test_full();
 	test_comments_crlf();
 	test_errors();

@@ -1,7 +1,10 @@
 /*
  * test_verdict.c - the exactly-once decision (lib/verdict.c), one table
- * row per situation flight 1 can find a key in.
+ * row per situation flight 1 can find a key in; and the HTTP date of the
+ * Idempotency-Key-Expires header (lib/clock.c).
  */
+#include <string.h>
+
 #include "internal.h"
 #include "tap.h"
 
@@ -60,16 +63,39 @@ static const struct {
 	    IDEM_V_RACED },
 };
 
+/* RFC 9110 IMF-fixdate, English names whatever the locale. */
+static const struct {
+	long long	 t;
+	const char	*want;	/* NULL: refused */
+} dates[] = {
+	{ 784111777, "Sun, 06 Nov 1994 08:49:37 GMT" },	/* RFC 9110's */
+	{ 0, "Thu, 01 Jan 1970 00:00:00 GMT" },
+	{ 951782400, "Tue, 29 Feb 2000 00:00:00 GMT" },
+	{ 1798761599, "Thu, 31 Dec 2026 23:59:59 GMT" },
+	{ -1, NULL },
+	{ 253402300800LL, NULL },			/* year 10000 */
+};
+
 int
 main(void)
 {
 	enum idem_verdict	got;
+	char			buf[IDEM_IMF_FIXDATE_LEN];
 	size_t			i;
+	int			rc;
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		got = idem_claim_verdict(&cases[i].row, cases[i].phased);
 		TAP_OK(got == cases[i].want, "%s -> %s (got %s)", cases[i].what,
 		    names[cases[i].want], names[got]);
 	}
+	for (i = 0; i < sizeof(dates) / sizeof(dates[0]); i++) {
+		rc = idem_imf_fixdate(dates[i].t, buf, sizeof(buf));
+		TAP_OK(dates[i].want == NULL ? rc == -1 : rc == 0 &&
+		    strcmp(buf, dates[i].want) == 0, "IMF-fixdate of %lld: %s",
+		    dates[i].t, dates[i].want ? dates[i].want : "refused");
+	}
+	TAP_OK(idem_imf_fixdate(0, buf, sizeof(buf) - 1) == -1,
+	    "IMF-fixdate: a short buffer is refused");
 	return TAP_DONE();
 }

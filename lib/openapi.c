@@ -1,0 +1,405 @@
+/*
+ * openapi.c - GET /openapi.json: an OpenAPI 3.1 document generated from
+ * the route table, the declared bodies, the problem types and, for each
+ * idempotent route, the retention the running config enforces.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "private.h"
+
+/* Seconds as a JSON number, exact for any millisecond value. */
+static int
+seconds(idem_json *j, long long ms)
+{
+	char	buf[32];
+
+	if (ms % 1000 == 0)
+		return idem_json_int(j, ms / 1000);
+	snprintf(buf, sizeof(buf), "%lld.%03lld", ms / 1000, ms % 1000);
+	return idem_json_number(j, buf);
+}
+
+static void schema_of_body(idem_json *j, const struct idem_body *b);
+
+static void
+bounds(idem_json *j, const struct idem_member *m, const char *lo,
+    const char *hi)
+{
+	if (m->min == 0 && m->max == 0)
+		return;
+	idem_json_kint(j, lo, m->min);
+	idem_json_kint(j, hi, m->max);
+}
+
+/* A member's JSON Schema; optional ones also accept null (as absent). */
+static void
+schema_of_member(idem_json *j, const struct idem_member *m, int nullable)
+{
+	static const char *const types[] = { [IDEM_T_INTEGER] = "integer",
+	    [IDEM_T_STRING] = "string", [IDEM_T_BOOLEAN] = "boolean",
+	    [IDEM_T_OBJECT] = "object" };
+	const char *const	*e;
+	const char		*t = m->type >= IDEM_T_INTEGER &&
+	    m->type <= IDEM_T_OBJECT ? types[m->type] : "null";
+
+	idem_json_object(j);
+	idem_json_key(j, "type");
+	if (nullable) {
+		idem_json_array(j);
+		idem_json_str(j, t);
+		idem_json_str(j, "null");
+		idem_json_array_end(j);
+	} else
+		idem_json_str(j, t);
+	if (m->doc != NULL)
+		idem_json_kstr(j, "description", m->doc);
+	switch (m->type) {
+	case IDEM_T_INTEGER:
+		bounds(j, m, "minimum", "maximum");
+		break;
+	case IDEM_T_STRING:
+		bounds(j, m, "minLength", "maxLength");
+		if (m->pattern != NULL)
+			idem_json_kstr(j, "pattern", m->pattern);
+		if (m->oneof != NULL) {
+			idem_json_key(j, "enum");
+			idem_json_array(j);
+			for (e = m->oneof; *e != NULL; e++)
+				idem_json_str(j, *e);
+			if (nullable)
+				idem_json_null(j);
+			idem_json_array_end(j);
+		}
+		break;
+	case IDEM_T_OBJECT:
+		bounds(j, m, "minProperties", "maxProperties");
+		if (m->object != NULL)
+			schema_of_body(j, m->object);
+		break;
+	default:
+		break;
+	}
+	idem_json_object_end(j);
+}
+
+/* The members of an object schema (properties, required, the rest). */
+static void
+schema_of_body(idem_json *j, const struct idem_body *b)
+{
+	const struct idem_member	*m;
+
+	idem_json_key(j, "properties");
+	idem_json_object(j);
+	for (m = b->members; m != NULL && m->name != NULL; m++) {
+		idem_json_key(j, m->name);
+		schema_of_member(j, m, !(m->flags & IDEM_REQUIRED));
+	}
+	idem_json_object_end(j);
+	idem_json_key(j, "required");
+	idem_json_array(j);
+	for (m = b->members; m != NULL && m->name != NULL; m++)
+		if (m->flags & IDEM_REQUIRED)
+			idem_json_str(j, m->name);
+	idem_json_array_end(j);
+	idem_json_key(j, "additionalProperties");
+	if (!(b->flags & IDEM_BODY_OPEN))
+		idem_json_bool(j, 0);
+	else if (b->rest != NULL)
+		schema_of_member(j, b->rest, 1);
+	else
+		idem_json_bool(j, 1);
+	if ((b->flags & IDEM_BODY_OPEN) && (b->name_min || b->name_max)) {
+		idem_json_key(j, "propertyNames");
+		idem_json_object(j);
+		idem_json_kint(j, "minLength", b->name_min);
+		idem_json_kint(j, "maxLength", b->name_max);
+		idem_json_object_end(j);
+	}
+}
+
+/* Can route rt answer with problem p? */
+static int
+answers(const struct idem_route *rt, enum idem_problem p)
+{
+	unsigned	f = rt->flags;
+
+	switch (p) {
+	case IDEM_P_KEY_MISSING: case IDEM_P_KEY_INVALID:
+	case IDEM_P_KEY_IN_FLIGHT: case IDEM_P_KEY_REUSED:
+		return (f & IDEM_ROUTE_IDEMPOTENT) != 0;
+	case IDEM_P_INVALID_JSON: case IDEM_P_TOO_LARGE: case IDEM_P_MEDIA_TYPE:
+		return (f & IDEM_ROUTE_JSON) != 0;
+	case IDEM_P_VALIDATION:
+		return rt->body != NULL;
+	case IDEM_P_UNAUTHORIZED:
+		return !(f & IDEM_ROUTE_PUBLIC);
+	case IDEM_P_NOT_FOUND:
+		return strchr(rt->pattern, ':') != NULL ||
+		    (f & IDEM_ROUTE_LOCAL) != 0;
+	case IDEM_P_UNAVAILABLE: case IDEM_P_INTERNAL:
+		return 1;
+	default:
+		return 0;	/* the application's own: listed globally */
+	}
+}
+
+static void
+responses(idem_json *j, const idem_app *app, const struct idem_route *rt)
+{
+	const char	*base = idem_problem_base(app);
+	char		 code[8], desc[1024];
+	int		 status, p, n;
+
+	idem_json_key(j, "responses");
+	idem_json_object(j);
+	idem_json_key(j, "2XX");
+	idem_json_object(j);
+	idem_json_kstr(j, "description", "the handler's answer");
+	idem_json_object_end(j);
+	for (status = 400; status < 600; status++) {
+		n = 0;
+		desc[0] = '\0';
+		for (p = 0; p < idem_problem_count(app); p++)
+			if (idem_problem_type(app, p)->status == status &&
+			    answers(rt, p))
+				n += snprintf(desc + strlen(desc), sizeof(desc) -
+				    strlen(desc), "%s%s%s", n ? ", " : "", base,
+				    idem_problem_type(app, p)->slug) > 0;
+		if (n == 0)
+			continue;
+		snprintf(code, sizeof(code), "%d", status);
+		idem_json_key(j, code);
+		idem_json_object(j);
+		idem_json_kstr(j, "description", desc);
+		idem_json_key(j, "content");
+		idem_json_object(j);
+		idem_json_key(j, "application/problem+json");
+		idem_json_object(j);
+		idem_json_key(j, "schema");
+		idem_json_object(j);
+		idem_json_kstr(j, "$ref", "#/components/schemas/Problem");
+		idem_json_object_end(j);
+		idem_json_object_end(j);
+		idem_json_object_end(j);
+		idem_json_object_end(j);
+	}
+	idem_json_object_end(j);
+}
+
+static void
+parameter(idem_json *j, const char *name, const char *in, const char *pat)
+{
+	idem_json_object(j);
+	idem_json_kstr(j, "name", name);
+	idem_json_kstr(j, "in", in);
+	idem_json_key(j, "required");
+	idem_json_bool(j, 1);
+	idem_json_key(j, "schema");
+	idem_json_object(j);
+	idem_json_kstr(j, "type", "string");
+	idem_json_kstr(j, "pattern", pat);
+	idem_json_object_end(j);
+	idem_json_object_end(j);
+}
+
+static void
+operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
+{
+	struct idem_route_limits	 l;
+	const char			*s;
+	char				 lower[16], name[64];
+	size_t				 i;
+
+	for (i = 0; rt->method[i] != '\0' && i < sizeof(lower) - 1; i++)
+		lower[i] = (char)(rt->method[i] - 'A' + 'a');
+	lower[i] = '\0';
+	idem_json_key(j, lower);
+	idem_json_object(j);
+	idem_json_key(j, "parameters");
+	idem_json_array(j);
+	/* The pattern is stored twice, the copy cut at each '/'. */
+	for (s = rt->pattern; *s != '\0'; s++)
+		if (*s == ':' && s[-1] == '/') {
+			i = strcspn(s + 1, "/");
+			snprintf(name, sizeof(name), "%.*s", (int)i, s + 1);
+			parameter(j, name, "path", "^[A-Za-z0-9._~-]+$");
+		}
+	if (rt->flags & IDEM_ROUTE_IDEMPOTENT)
+		parameter(j, "Idempotency-Key", "header", "^.{1,257}$");
+	idem_json_array_end(j);
+	if (rt->flags & IDEM_ROUTE_JSON) {
+		idem_json_key(j, "requestBody");
+		idem_json_object(j);
+		idem_json_key(j, "required");
+		idem_json_bool(j, 1);
+		idem_json_key(j, "content");
+		idem_json_object(j);
+		idem_json_key(j, "application/json");
+		idem_json_object(j);
+		idem_json_key(j, "schema");
+		idem_json_object(j);
+		if (rt->body != NULL) {
+			idem_json_kstr(j, "type", "object");
+			schema_of_body(j, rt->body);
+		}
+		idem_json_object_end(j);
+		idem_json_object_end(j);
+		idem_json_object_end(j);
+		idem_json_object_end(j);
+	}
+	responses(j, app, rt);
+	idem_json_key(j, "security");
+	idem_json_array(j);
+	if (!(rt->flags & IDEM_ROUTE_PUBLIC)) {
+		idem_json_object(j);
+		idem_json_key(j, "bearer");
+		idem_json_array(j);
+		idem_json_array_end(j);
+		idem_json_object_end(j);
+	}
+	idem_json_array_end(j);
+	if (rt->flags & IDEM_ROUTE_IDEMPOTENT) {
+		/* What the middleware enforces for this route, from the same
+		 * function it uses. */
+		idem_cfg_route_limits(&app->cfg, rt->method, rt->pattern, &l);
+		idem_json_key(j, "x-idempotency");
+		idem_json_object(j);
+		idem_json_key(j, "required");
+		idem_json_bool(j, 1);
+		idem_json_key(j, "retention_seconds");
+		seconds(j, l.ttl_ms);
+		idem_json_key(j, "lock_timeout_seconds");
+		seconds(j, l.lock_timeout_ms);
+		idem_json_object_end(j);
+	}
+	idem_json_object_end(j);
+}
+
+/* "/v1/payments/:id" as "/v1/payments/{id}". */
+static void
+path_key(idem_json *j, const char *pattern)
+{
+	char	buf[512];
+	size_t	o = 0;
+
+	for (; *pattern != '\0' && o < sizeof(buf) - 3; pattern++) {
+		if (*pattern == ':') {
+			buf[o++] = '{';
+			while (pattern[1] != '\0' && pattern[1] != '/' &&
+			    o < sizeof(buf) - 3)
+				buf[o++] = *++pattern;
+			buf[o++] = '}';
+		} else
+			buf[o++] = *pattern;
+	}
+	buf[o] = '\0';
+	idem_json_key(j, buf);
+}
+
+static void
+components(idem_json *j)
+{
+	static const char *const members[][2] = { { "type", "string" },
+	    { "title", "string" }, { "status", "integer" },
+	    { "detail", "string" }, { "instance", "string" } };
+	size_t	i;
+
+	idem_json_key(j, "components");
+	idem_json_object(j);
+	idem_json_key(j, "securitySchemes");
+	idem_json_object(j);
+	idem_json_key(j, "bearer");
+	idem_json_object(j);
+	idem_json_kstr(j, "type", "http");
+	idem_json_kstr(j, "scheme", "bearer");
+	idem_json_object_end(j);
+	idem_json_object_end(j);
+	idem_json_key(j, "schemas");
+	idem_json_object(j);
+	idem_json_key(j, "Problem");
+	idem_json_object(j);
+	idem_json_kstr(j, "type", "object");
+	idem_json_key(j, "properties");
+	idem_json_object(j);
+	for (i = 0; i < sizeof(members) / sizeof(members[0]); i++) {
+		idem_json_key(j, members[i][0]);
+		idem_json_object(j);
+		idem_json_kstr(j, "type", members[i][1]);
+		idem_json_object_end(j);
+	}
+	idem_json_object_end(j);
+	idem_json_key(j, "required");
+	idem_json_array(j);
+	for (i = 0; i < 3; i++)
+		idem_json_str(j, members[i][0]);
+	idem_json_array_end(j);
+	idem_json_object_end(j);
+	idem_json_object_end(j);
+	idem_json_object_end(j);
+}
+
+idem_json *
+idem_openapi(const idem_app *app)
+{
+	const struct idem_route	*rt, *o;
+	char			 type[512];
+	idem_json		*j;
+	size_t			 i, k;
+	int			 p;
+
+	if ((j = idem_json_new()) == NULL)
+		return NULL;
+	idem_json_object(j);
+	idem_json_kstr(j, "openapi", "3.1.0");
+	idem_json_key(j, "info");
+	idem_json_object(j);
+	idem_json_kstr(j, "title", app->name);
+	idem_json_kstr(j, "version", IDEM_VERSION);
+	idem_json_object_end(j);
+	idem_json_key(j, "paths");
+	idem_json_object(j);
+	/* One path item per pattern, its methods together. */
+	for (i = 0; i < app->router.nroutes; i++) {
+		rt = &app->router.routes[i];
+		for (k = 0; k < i; k++)
+			if (strcmp(app->router.routes[k].pattern,
+			    rt->pattern) == 0)
+				break;
+		if (k < i)
+			continue;
+		path_key(j, rt->pattern);
+		idem_json_object(j);
+		for (k = i; k < app->router.nroutes; k++) {
+			o = &app->router.routes[k];
+			if (strcmp(o->pattern, rt->pattern) == 0)
+				operation(j, app, o);
+		}
+		idem_json_object_end(j);
+	}
+	idem_json_object_end(j);
+	components(j);
+	idem_json_key(j, "x-problem-types");
+	idem_json_array(j);
+	/* The library's types, then the application's (idem_app_problem()). */
+	for (p = 0; p < idem_problem_count(app); p++) {
+		snprintf(type, sizeof(type), "%s%s", idem_problem_base(app),
+		    idem_problem_type(app, p)->slug);
+		idem_json_object(j);
+		idem_json_kstr(j, "type", type);
+		idem_json_kint(j, "status", idem_problem_type(app, p)->status);
+		idem_json_kstr(j, "title", idem_problem_type(app, p)->title);
+		idem_json_object_end(j);
+	}
+	idem_json_array_end(j);
+	idem_json_object_end(j);
+	return j;
+}
+
+int
+idem_openapi_handler(idem_req *req, void *arg)
+{
+	(void)arg;
+	return idem_json_send(idem_openapi(req->app), req, 200);
+}

@@ -1,0 +1,291 @@
+/*
+ * validate.c - declared validation of JSON bodies: members with a type,
+ * bounds, an enum set, a pattern or a callback, nested objects; the 400
+ * it answers, and the typed getters of a validated body.
+ */
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "private.h"
+
+/* Characters, not bytes: the body is valid UTF-8 already (yajl). */
+static long long
+u8len(const char *s)
+{
+	long long	n = 0;
+
+	for (; *s != '\0'; s++)
+		if (((unsigned char)*s & 0xc0) != 0x80)
+			n++;
+	return n;
+}
+
+static int
+bounded(const struct idem_member *m)
+{
+	return m->min != 0 || m->max != 0;
+}
+
+/* Write "path: rule" to why; always -1. */
+static int __attribute__((format(printf, 4, 5)))
+refuse(char *why, size_t whylen, const char *path, const char *fmt, ...)
+{
+	char	rule[256];
+	va_list	ap;
+
+	va_start(ap, fmt);
+	vsnprintf(rule, sizeof(rule), fmt, ap);
+	va_end(ap);
+	if (whylen > 0)
+		snprintf(why, whylen, "%s: %s", path, rule);
+	return -1;
+}
+
+static int
+in_set(const char *s, const char *const *set)
+{
+	for (; *set != NULL; set++)
+		if (strcmp(s, *set) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+matches(const char *s, const char *pattern)
+{
+	regex_t	re;
+	int	rc;
+
+	if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0)
+		return 0;	/* an author's bad pattern refuses, never admits */
+	rc = regexec(&re, s, 0, NULL, 0);
+	regfree(&re);
+	return rc == 0;
+}
+
+static int check_object(yajl_val v, const struct idem_body *b,
+    const char *path, char *why, size_t whylen);
+
+static int
+check_string(yajl_val v, const struct idem_member *m, const char *path,
+    char *why, size_t whylen)
+{
+	long long	n;
+
+	if (!YAJL_IS_STRING(v))
+		return refuse(why, whylen, path, "must be a string");
+	n = u8len(v->u.string);
+	if (bounded(m) && (n < m->min || n > m->max))
+		return m->min == m->max ?
+		    refuse(why, whylen, path, "must be %lld characters long",
+		    m->min) :
+		    refuse(why, whylen, path, "must be %lld to %lld characters "
+		    "long", m->min, m->max);
+	if (m->oneof != NULL && !in_set(v->u.string, m->oneof))
+		return refuse(why, whylen, path, "must be one of the allowed "
+		    "values");
+	if (m->pattern != NULL && !matches(v->u.string, m->pattern))
+		return refuse(why, whylen, path, "must match %.100s",
+		    m->pattern);
+	return 0;
+}
+
+/* v (not NULL, not null) against m. */
+static int
+check_value(yajl_val v, const struct idem_member *m, const char *path,
+    char *why, size_t whylen)
+{
+	char	rule[200];
+
+	switch (m->type) {
+	case IDEM_T_INTEGER:
+		if (!YAJL_IS_INTEGER(v))
+			return refuse(why, whylen, path, "must be an integer");
+		if (bounded(m) && (YAJL_GET_INTEGER(v) < m->min ||
+		    YAJL_GET_INTEGER(v) > m->max))
+			return refuse(why, whylen, path, "must be an integer "
+			    "from %lld to %lld", m->min, m->max);
+		break;
+	case IDEM_T_STRING:
+		if (check_string(v, m, path, why, whylen) == -1)
+			return -1;
+		break;
+	case IDEM_T_BOOLEAN:
+		if (!YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v))
+			return refuse(why, whylen, path, "must be true or false");
+		break;
+	case IDEM_T_OBJECT:
+		if (!YAJL_IS_OBJECT(v))
+			return refuse(why, whylen, path, "must be an object");
+		if (bounded(m) && ((long long)v->u.object.len < m->min ||
+		    (long long)v->u.object.len > m->max))
+			return refuse(why, whylen, path, "must have %lld to %lld "
+			    "members", m->min, m->max);
+		if (m->object != NULL &&
+		    check_object(v, m->object, path, why, whylen) == -1)
+			return -1;
+		break;
+	default:
+		return refuse(why, whylen, path, "has no declared type");
+	}
+	if (m->check != NULL) {
+		snprintf(rule, sizeof(rule), "is not valid");
+		if (m->check(v, rule, sizeof(rule)) != 0)
+			return refuse(why, whylen, path, "%s", rule);
+	}
+	return 0;
+}
+
+static const struct idem_member *
+declared(const struct idem_body *b, const char *name)
+{
+	const struct idem_member	*m;
+
+	for (m = b->members; m != NULL && m->name != NULL; m++)
+		if (strcmp(m->name, name) == 0)
+			return m;
+	return NULL;
+}
+
+/* "outer.name" (or name at the top) into buf. */
+static const char *
+join(char *buf, size_t len, const char *outer, const char *name)
+{
+	if (outer == NULL)
+		snprintf(buf, len, "%.100s", name);
+	else
+		snprintf(buf, len, "%s.%.100s", outer, name);
+	return buf;
+}
+
+static int
+check_object(yajl_val v, const struct idem_body *b, const char *path,
+    char *why, size_t whylen)
+{
+	const struct idem_member	*m;
+	char				 sub[256];
+	yajl_val			 mv;
+	size_t				 i;
+	long long			 n;
+
+	/* Undeclared members first: a typo is named as such. */
+	for (i = 0; i < v->u.object.len; i++) {
+		if (declared(b, v->u.object.keys[i]) != NULL)
+			continue;
+		join(sub, sizeof(sub), path, v->u.object.keys[i]);
+		if (!(b->flags & IDEM_BODY_OPEN))
+			return refuse(why, whylen, sub, "unknown member");
+		n = u8len(v->u.object.keys[i]);
+		if ((b->name_min != 0 || b->name_max != 0) &&
+		    (n < b->name_min || n > b->name_max))
+			return refuse(why, whylen, sub, "member names must be "
+			    "%lld to %lld characters long", b->name_min,
+			    b->name_max);
+		mv = v->u.object.values[i];
+		if (b->rest != NULL && !YAJL_IS_NULL(mv) &&
+		    check_value(mv, b->rest, sub, why, whylen) == -1)
+			return -1;
+	}
+	for (m = b->members; m != NULL && m->name != NULL; m++) {
+		join(sub, sizeof(sub), path, m->name);
+		mv = NULL;
+		for (i = 0; i < v->u.object.len; i++)
+			if (strcmp(v->u.object.keys[i], m->name) == 0)
+				mv = v->u.object.values[i];
+		if (mv == NULL || YAJL_IS_NULL(mv)) {
+			if (m->flags & IDEM_REQUIRED)
+				return refuse(why, whylen, sub, "is required");
+			continue;
+		}
+		if (check_value(mv, m, sub, why, whylen) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+int
+idem_validate(yajl_val v, const struct idem_body *b, char *why,
+    size_t whylen)
+{
+	if (whylen > 0)
+		why[0] = '\0';
+	if (b == NULL)
+		return refuse(why, whylen, "body", "has no declaration");
+	if (v == NULL || !YAJL_IS_OBJECT(v))
+		return refuse(why, whylen, "body", "must be a JSON object");
+	return check_object(v, b, NULL, why, whylen);
+}
+
+/* The handler of a route with a declared body: validate, then the
+ * application's handler (also when resumed at a later phase: the body is
+ * the same, so it passes again). */
+static int
+validated(idem_req *req, void *arg)
+{
+	const struct idem_route	*rt = req->route;
+	char			 why[320];
+
+	(void)arg;
+	if (idem_validate(req->json, rt->body, why, sizeof(why)) == -1)
+		return idem_resp_problem(req, IDEM_P_VALIDATION, "%s", why);
+	return rt->body_fn(req, rt->body_arg);
+}
+
+int
+idem_app_route_body(idem_app *app, const char *method, const char *pattern,
+    const struct idem_body *b)
+{
+	struct idem_route	*rt;
+	size_t			 i;
+
+	if (app == NULL || method == NULL || pattern == NULL || b == NULL)
+		return -1;
+	for (i = 0; i < app->router.nroutes; i++) {
+		rt = &app->router.routes[i];
+		if (strcmp(rt->method, method) != 0 ||
+		    strcmp(rt->pattern, pattern) != 0)
+			continue;
+		if (!(rt->flags & IDEM_ROUTE_JSON) || rt->body != NULL)
+			return -1;	/* no parsed body, or declared twice */
+		rt->body = b;
+		rt->body_fn = rt->fn;
+		rt->body_arg = rt->arg;
+		rt->fn = validated;
+		rt->arg = NULL;
+		return 0;
+	}
+	return -1;
+}
+
+yajl_val
+idem_req_member(const idem_req *req, const char *name)
+{
+	yajl_val	v = req != NULL ? req->json : NULL;
+	size_t		i;
+
+	if (v == NULL || !YAJL_IS_OBJECT(v) || name == NULL)
+		return NULL;
+	for (i = 0; i < v->u.object.len; i++)
+		if (strcmp(v->u.object.keys[i], name) == 0)
+			return YAJL_IS_NULL(v->u.object.values[i]) ? NULL :
+			    v->u.object.values[i];
+	return NULL;
+}
+
+const char *
+idem_req_str(const idem_req *req, const char *name)
+{
+	yajl_val	v = idem_req_member(req, name);
+
+	return v != NULL && YAJL_IS_STRING(v) ? v->u.string : NULL;
+}
+
+long long
+idem_req_int(const idem_req *req, const char *name, long long dflt)
+{
+	yajl_val	v = idem_req_member(req, name);
+
+	return v != NULL && YAJL_IS_INTEGER(v) ? YAJL_GET_INTEGER(v) : dflt;
+}

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""retention.py - the retention contract of issue 14 against a real
+payments.fcgi and PostgreSQL: the startup checks of the TTL window and of
+[route] sections, Idempotency-Key-Expires on the first answer and every
+replay (the record's expires_at), /metrics on its own listener ([metrics]
+listen) and off the main socket, the eviction-lag gauge on the eviction
+predicate, the janitor heartbeat, and a SIGTERM that drains in time while
+the janitor works off a backlog.  Its own database in the suite's cluster.
+Prints TAP.  Usage:
+  retention.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
+"""
+
+import argparse
+import calendar
+import email.utils
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True
+from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
+                    gauge, ok, scrape, wait_for, write)
+
+BODY = b'{"amount":250,"currency":"eur"}'
+BACKLOG = 300000     # expired keys for the drain test
+DRAIN_S = 5.0        # the runtime's promise: exit within 5 s of SIGTERM
+
+
+def header(raw, name):
+    m = re.search(rb"(?im)^" + name.encode() + rb": *([^\r\n]*)", raw)
+    return m.group(1).decode() if m else None
+
+
+def startup_checks(a, tmp, db):
+    app = os.path.join(a.builddir, "apps/payments/payments.fcgi")
+
+    def start(extra, timeout=3):
+        conf = os.path.join(tmp, "startup.ini")
+        write(conf, conf_text(a.pghost, a.pgport, db, extra))
+        p = subprocess.Popen([app, "-c", conf, "-l",
+                              os.path.join(tmp, "startup.sock")],
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            err = p.communicate(timeout=timeout)[1]
+            return p.returncode, err
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGTERM)
+            err = p.communicate(timeout=10)[1]
+            return "running", err
+
+    rc, err = start('\n[route "POST /v1/paymnts"]\nttl = 7d\n')
+    ok(rc == 1 and "startup.ini:4: [route \"POST /v1/paymnts\"] names no "
+       "idempotent route" in err, "a misspelt [route] section is refused "
+       "with file:line", (rc, err))
+    rc, err = start('\n[route "GET /v1/payments"]\nttl = 7d\n')
+    ok(rc == 1 and "startup.ini:4:" in err, "a [route] section of a "
+       "route that is not idempotent is refused", (rc, err))
+    rc, err = start("[server]\nrequest_timeout = 1s\n[idempotency]\n"
+                    "lock_timeout = 2s\nttl = 30m\n")
+    ok(rc == 1 and "startup.ini:7: ttl (1800000ms) is below 1h" in err,
+       "ttl = 30m is refused with file:line and the reason", (rc, err))
+    rc, err = start('[idempotency]\nttl = 2h\n[route "POST /v1/payments"]\n'
+                    'ttl = 30d\n', timeout=1.5)
+    ok(rc == "running" and re.search(r"route POST /v1/payments/:id/refunds "
+                                     r"\(7200s\) is below 24h", err) and
+       re.search(r"route POST /v1/payments \(2592000s\) is above 7d", err),
+       "ttl 2h and 30d start, each with a warning naming its route",
+       (rc, err))
+    rc, err = start('[route "POST /v1/payments"]\nttl = 7d\n', timeout=1.5)
+    ok(rc == "running" and "ttl of route" not in err,
+       "24h and 7d start without a warning", (rc, err))
+
+
+def expires_header(app, d, secret):
+    def record_expiry(key):
+        return int(d.sql("SELECT floor(extract(epoch FROM expires_at)) FROM "
+                         "idempotency_keys WHERE key = '%s'" % key))
+
+    st, raw = app.request(secret, "POST", "/v1/payments", BODY, key="exp-1")
+    first = header(raw, "Idempotency-Key-Expires")
+    ok(st.startswith("Status: 201") and first is not None,
+       "a created payment carries Idempotency-Key-Expires", raw[:400])
+    want = record_expiry("exp-1")
+    got = calendar.timegm(email.utils.parsedate(first)) if first else None
+    ok(got == want, "it is the record's expires_at (%s)" % first,
+       (got, want))
+    ok(first is not None and re.fullmatch(
+        r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|"
+        r"Aug|Sep|Oct|Nov|Dec) \d{4} \d\d:\d\d:\d\d GMT", first),
+       "in IMF-fixdate form", first)
+    ok(got is not None and abs(got - time.time() - 7 * 86400) < 120,
+       "7 days out ([route \"POST /v1/payments\"] ttl = 7d)")
+    st, raw = app.request(secret, "POST", "/v1/payments", BODY, key="exp-1")
+    ok(header(raw, "Idempotent-Replayed") == "true" and
+       header(raw, "Idempotency-Key-Expires") == first,
+       "the replay carries the same Idempotency-Key-Expires", raw[:400])
+    pay = re.search(rb'"id":"(pay_[0-9a-f]+)"', raw).group(1).decode()
+    st, raw = app.request(secret, "POST", "/v1/payments/%s/refunds" % pay,
+                          b'{"amount":100}', key="exp-r")
+    got = header(raw, "Idempotency-Key-Expires")
+    ok(st.startswith("Status: 201") and got is not None and
+       calendar.timegm(email.utils.parsedate(got)) == record_expiry("exp-r"),
+       "a refund carries its own (24h) expiry", (st, got))
+    st, raw = app.request(secret, "POST", "/v1/payments", b'{"amount":1}',
+                          key="exp-1")
+    ok(st.startswith("Status: 422") and
+       header(raw, "Idempotency-Key-Expires") is None,
+       "a 422 (another request's key) carries none", st)
+    st, raw = app.request(secret, "POST", "/v1/payments", b'{"amount":-1,'
+                          b'"currency":"eur"}', key="exp-bad")
+    ok(st.startswith("Status: 400") and header(raw, "Idempotency-Key-"
+                                               "Expires") is not None,
+       "a stored 4xx is recorded, so it carries it too", st)
+
+
+def metrics_listener(app, d, mport, tenant):
+    st, text = scrape(mport)
+    ok(st == 200 and "idem_requests_total" in text,
+       "[metrics] listen serves /metrics over HTTP", st)
+    ok(scrape(mport, "/other")[0] == 404, "and nothing else there")
+    status, raw = app.request("", "GET", "/metrics")
+    ok(status.startswith("Status: 404"), "the main socket has no /metrics "
+       "when it has a listener of its own", status)
+    for name in ("idem_janitor_last_success_timestamp_seconds",
+                 "idem_evict_interval_seconds", "idem_pool_size"):
+        ok(gauge(text, name) is not None, "%s is exposed" % name)
+    ok("idem_janitor_run_duration_seconds_bucket{le=\"+Inf\"}" in text,
+       "the janitor run duration histogram is exposed")
+
+    # Eviction lag counts only what eviction would delete: an unfinished
+    # phased record (past a recovery point) expired long ago is not lag.
+    d.sql("INSERT INTO idempotency_keys (api_key_id, key, request_method, "
+          "request_path, request_fingerprint, state, recovery_point, "
+          "lease_until, created_at, expires_at) VALUES (%s, 'unfinished-1', "
+          "'POST', '/v1/payments', decode(repeat('ab', 32), 'hex'), "
+          "'in_progress', 'charged', now() + interval '1 hour', "
+          "now() - interval '3 days', now() - interval '2 days')" % tenant)
+    text = scrape(mport)[1]
+    ok(gauge(text, "idem_unfinished_keys") == 1 and
+       gauge(text, "idem_eviction_lag_seconds") == 0,
+       "an unfinished record counts as unfinished, not as eviction lag",
+       [l for l in text.splitlines() if "unfinished" in l or "lag" in l])
+    hold = d.hold_eviction()
+    d.sql("INSERT INTO idempotency_keys (api_key_id, key, request_method, "
+          "request_path, request_fingerprint, state, response_status, "
+          "created_at, expires_at) VALUES (%s, 'expired-1', 'POST', "
+          "'/v1/payments', decode(repeat('ab', 32), 'hex'), 'completed', "
+          "201, now() - interval '2 hours', now() - interval '1 hour')"
+          % tenant)
+    lag = gauge(scrape(mport)[1], "idem_eviction_lag_seconds")
+    ok(lag is not None and 3590 < lag < 3700, "an expired completed key is "
+       "eviction lag (%s s)" % lag)
+    hold.release()
+    evicted = wait_for(lambda: d.sql("SELECT count(*) FROM idempotency_keys "
+                                     "WHERE key = 'expired-1'") == "0", 15)
+    text = scrape(mport)[1]
+    ok(evicted and gauge(text, "idem_eviction_lag_seconds") == 0 and
+       gauge(text, "idem_unfinished_keys") == 1,
+       "the janitor evicted it and left the unfinished one")
+    beat = gauge(text, "idem_janitor_last_success_timestamp_seconds")
+    ok(beat is not None and abs(beat - time.time()) < 10,
+       "the janitor heartbeat is recent (%s)" % beat)
+
+
+def drain_with_backlog(a, tmp, d, tenant):
+    d.sql("INSERT INTO idempotency_keys (api_key_id, key, request_method, "
+          "request_path, request_fingerprint, state, response_status, "
+          "created_at, expires_at) SELECT %s, 'backlog-' || g, 'POST', "
+          "'/v1/payments', decode(repeat('ab', 32), 'hex'), 'completed', "
+          "201, now() - interval '8 days', now() - interval '1 day' "
+          "FROM generate_series(1, %d) g" % (tenant, BACKLOG))
+    conf = os.path.join(tmp, "drain.ini")
+    write(conf, conf_text(a.pghost, a.pgport, d.name,
+                          "[idempotency]\nevict_interval = 1s\n"
+                          "evict_batch = 500\n"))
+    app = App(a.builddir, conf, os.path.join(tmp, "drain.sock"),
+              os.path.join(tmp, "drain.log"))
+
+    def evicting():
+        return any("evicted" in l.get("msg", "") for l in app.log_lines())
+    ok(wait_for(evicting, 20), "the janitor works on the backlog")
+    t0 = time.time()
+    app.proc.send_signal(signal.SIGTERM)
+    try:
+        rc = app.proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        app.proc.kill()
+        rc = None
+    took = time.time() - t0
+    left = int(d.sql("SELECT count(*) FROM idempotency_keys WHERE key LIKE "
+                     "'backlog-%'"))
+    ok(rc == 0 and took < DRAIN_S, "SIGTERM during a backlog: exit 0 in "
+       "%.2f s (< %.0f s)" % (took, DRAIN_S), rc)
+    ok(0 < left < BACKLOG, "the run was cut between batches (%d of %d left)"
+       % (left, BACKLOG))
+    msgs = [l.get("msg", "") for l in app.log_lines()]
+    ok("runtime: drained, exiting" in msgs, "and drained cleanly", msgs[-3:])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for o in ("--builddir", "--srcdir", "--pghost", "--pgport"):
+        ap.add_argument(o, required=True)
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="idem-retention.")
+    name = "idem_retention_%d" % os.getpid()
+    d = Db(a.pghost, a.pgport, name)
+    d.sql("CREATE DATABASE %s" % name, db="postgres")
+    try:
+        startup_checks(a, tmp, name)
+        mport = free_port()
+        conf = os.path.join(tmp, "app.ini")
+        write(conf, conf_text(a.pghost, a.pgport, name,
+                              "[idempotency]\nevict_interval = 1s\n"
+                              "[metrics]\nlisten = 127.0.0.1:%d\n"
+                              '[route "POST /v1/payments"]\nttl = 7d\n'
+                              % mport))
+        secret = api_key(a.builddir, a.srcdir, conf, "retention")
+        tenant = d.sql("SELECT max(id) FROM api_keys")
+        app = App(a.builddir, conf, os.path.join(tmp, "app.sock"),
+                  os.path.join(tmp, "app.log"))
+        ok(wait_for(lambda: scrape(mport)[0] == 200, 10),
+           "the app starts with [metrics] listen")
+        expires_header(app, d, secret)
+        metrics_listener(app, d, mport, tenant)
+        app.stop()
+        drain_with_backlog(a, tmp, d, tenant)
+    finally:
+        d.sql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % name, db="postgres")
+    return done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
