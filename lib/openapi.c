@@ -107,7 +107,7 @@ schema_of_body(idem_json *j, const struct idem_body *b)
 	if (!(b->flags & IDEM_BODY_OPEN))
 		idem_json_bool(j, 0);
 	else if (b->rest != NULL)
-		schema_of_member(j, b->rest, 1);
+		schema_of_member(j, b->rest, 0);
 	else
 		idem_json_bool(j, 1);
 	if ((b->flags & IDEM_BODY_OPEN) && (b->name_min || b->name_max)) {
