@@ -1,7 +1,8 @@
 /*
  * test_validate.c - declared body validation, table-driven: each body
  * against a schema like the payments create, valid or refused with the
- * member and the rule in the detail; and the phase-table dispatch.
+ * member and the rule in the detail; the phase-table dispatch; and the
+ * OpenAPI document made from routes, declarations and the config.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -182,10 +183,79 @@ test_phases(void)
 	TAP_OK(idem_req_phases(&req, NULL, NULL) == -1, "no table: -1");
 }
 
+/* --- the OpenAPI document of a small app ------------------------------- */
+
+static int
+nop(idem_req *req, void *arg)
+{
+	(void)req;
+	(void)arg;
+	return 0;
+}
+
+static void
+test_openapi(void)
+{
+	static const char conf[] = "[server]\nrequest_timeout = 1s\n"
+	    "[idempotency]\nlock_timeout = 1500ms\n"
+	    "ttl = 2d\n[route \"POST /x/:id\"]\nttl = 3d\n";
+	static const char *const want[] = {
+		"\"openapi\":\"3.1.0\"",
+		"\"/x/{id}\":{\"post\":",
+		"{\"name\":\"id\",\"in\":\"path\",\"required\":true",
+		"{\"name\":\"Idempotency-Key\",\"in\":\"header\","
+		    "\"required\":true",
+		"\"x-idempotency\":{\"required\":true,\"retention_seconds\":"
+		    "259200,\"lock_timeout_seconds\":1.500}",
+		"\"/y\":{\"post\":{\"parameters\":[{\"name\":"
+		    "\"Idempotency-Key\"",
+		"\"retention_seconds\":172800,",
+		"\"required\":[\"amount\"],\"additionalProperties\":false",
+		"\"meta\":{\"type\":[\"object\",\"null\"],\"minProperties\":0,"
+		    "\"maxProperties\":2,\"properties\":{},\"required\":[],"
+		    "\"additionalProperties\":{\"type\":\"string\",\"minLength\":"
+		    "0,\"maxLength\":5},\"propertyNames\":"
+		    "{\"minLength\":1,\"maxLength\":4}}",
+		"\"colour\":{\"type\":[\"string\",\"null\"],\"enum\":"
+		    "[\"red\",\"green\",null]}",
+		"\"/z\":{\"get\":{\"parameters\":[],\"responses\":{\"2XX\"",
+		"\"security\":[]}",
+		"{\"type\":\"/problems/validation-error\",\"status\":400,",
+	};
+	idem_app	*app = idem_app_new("t");
+	idem_json	*j;
+	const char	*doc;
+	char		 err[256];
+	size_t		 i, len;
+
+	TAP_OK(app != NULL && idem_cfg_parse(&app->cfg, "t.ini", conf,
+	    sizeof(conf) - 1, err, sizeof(err)) == 0, "openapi: a config (%s)",
+	    err);
+	idem_app_route(app, "POST", "/x/:id", IDEM_ROUTE_IDEMPOTENT, nop, NULL);
+	idem_app_route(app, "POST", "/y", IDEM_ROUTE_IDEMPOTENT, nop, NULL);
+	idem_app_route(app, "GET", "/z", IDEM_ROUTE_PUBLIC, nop, NULL);
+	TAP_OK(idem_app_route_body(app, "POST", "/x/:id", &schema) == 0,
+	    "openapi: a body declared");
+	TAP_OK(idem_app_route_body(app, "POST", "/x/:id", &schema) == -1 &&
+	    idem_app_route_body(app, "GET", "/z", &schema) == -1 &&
+	    idem_app_route_body(app, "POST", "/nope", &schema) == -1,
+	    "route_body: twice, on a route without JSON, on no route: -1");
+	j = idem_openapi(app);
+	doc = idem_json_buf(j, &len);
+	TAP_OK(doc != NULL, "openapi: a document");
+	for (i = 0; doc != NULL && i < sizeof(want) / sizeof(want[0]); i++)
+		TAP_OK(strstr(doc, want[i]) != NULL, "openapi has %s", want[i]);
+	if (tap_failed && doc != NULL)
+		printf("# %.*s\n", (int)len, doc);
+	idem_json_free(j);
+	idem_app_free(app);
+}
+
 int
 main(void)
 {
 	test_cases();
 	test_phases();
+	test_openapi();
 	return TAP_DONE();
 }
