@@ -22,11 +22,98 @@
 #define OID_NUMERIC	1700
 #define OID_JSONB	3802
 
+#define JSON_DEPTH_MAX	128
+
+/*
+ * yajl_gen takes a string where a key belongs for a key, and one where a
+ * value belongs for a value, so a misplaced call would still write JSON,
+ * just not the intended document: the writer keeps its own state.
+ */
 struct idem_json {
 	yajl_gen	g;
 	int		failed;
 	int		depth;		/* open objects and arrays */
+	int		want_key;	/* in an object, before a key */
+	unsigned char	obj[JSON_DEPTH_MAX];	/* per level: 1 object */
 };
+
+static int
+fail(idem_json *j)
+{
+	j->failed = 1;
+	return -1;
+}
+
+/* Before a value: allowed here?  Then the object wants a key again. */
+static int
+value_ok(idem_json *j)
+{
+	if (j->depth > 0 && j->obj[j->depth - 1]) {
+		if (j->want_key)
+			return fail(j);
+		j->want_key = 1;
+	}
+	return 0;
+}
+
+static int
+open_level(idem_json *j, int obj)
+{
+	if (value_ok(j) == -1 || j->depth == JSON_DEPTH_MAX)
+		return fail(j);
+	j->obj[j->depth++] = (unsigned char)obj;
+	j->want_key = obj;
+	return 0;
+}
+
+static int
+close_level(idem_json *j, int obj)
+{
+	if (j->depth == 0 || j->obj[j->depth - 1] != obj ||
+	    (obj && !j->want_key))
+		return fail(j);
+	j->depth--;
+	j->want_key = j->depth > 0 && j->obj[j->depth - 1];
+	return 0;
+}
+
+/*
+ * Strict UTF-8 (RFC 3629): yajl's check lets overlong forms and
+ * surrogates through.
+ */
+static int
+utf8_ok(const unsigned char *s, size_t len)
+{
+	size_t		i = 0, n, k;
+	unsigned long	c;
+
+	while (i < len) {
+		if (s[i] < 0x80) {
+			i++;
+			continue;
+		}
+		if (s[i] >= 0xc2 && s[i] <= 0xdf)
+			n = 1, c = s[i] & 0x1f;
+		else if (s[i] >= 0xe0 && s[i] <= 0xef)
+			n = 2, c = s[i] & 0x0f;
+		else if (s[i] >= 0xf0 && s[i] <= 0xf4)
+			n = 3, c = s[i] & 0x07;
+		else
+			return 0;
+		if (len - i <= n)
+			return 0;
+		for (k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return 0;
+			c = c << 6 | (s[i + k] & 0x3f);
+		}
+		if ((n == 2 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff))) ||
+		    (n == 3 && (c < 0x10000 || c > 0x10ffff)))
+			return 0;
+		i += n + 1;
+	}
+	return 1;
+}
 
 idem_json *
 idem_json_new(void)
@@ -68,7 +155,8 @@ int
 idem_json_object(idem_json *j)
 {
 	LIVE(j);
-	j->depth++;
+	if (open_level(j, 1) == -1)
+		return -1;
 	return st(j, yajl_gen_map_open(j->g));
 }
 
@@ -76,7 +164,8 @@ int
 idem_json_object_end(idem_json *j)
 {
 	LIVE(j);
-	j->depth--;
+	if (close_level(j, 1) == -1)
+		return -1;
 	return st(j, yajl_gen_map_close(j->g));
 }
 
@@ -84,7 +173,8 @@ int
 idem_json_array(idem_json *j)
 {
 	LIVE(j);
-	j->depth++;
+	if (open_level(j, 0) == -1)
+		return -1;
 	return st(j, yajl_gen_array_open(j->g));
 }
 
@@ -92,7 +182,8 @@ int
 idem_json_array_end(idem_json *j)
 {
 	LIVE(j);
-	j->depth--;
+	if (close_level(j, 0) == -1)
+		return -1;
 	return st(j, yajl_gen_array_close(j->g));
 }
 
@@ -100,18 +191,22 @@ static int
 gen_string(idem_json *j, const char *s, size_t len)
 {
 	LIVE(j);
+	if (!utf8_ok((const unsigned char *)s, len) || value_ok(j) == -1)
+		return fail(j);
 	return st(j, yajl_gen_string(j->g, (const unsigned char *)s, len));
 }
 
 int
 idem_json_key(idem_json *j, const char *name)
 {
-	if (name == NULL) {
-		if (j != NULL)
-			j->failed = 1;
-		return -1;
-	}
-	return gen_string(j, name, strlen(name));
+	LIVE(j);
+	if (name == NULL || j->depth == 0 || !j->obj[j->depth - 1] ||
+	    !j->want_key || !utf8_ok((const unsigned char *)name,
+	    strlen(name)))
+		return fail(j);
+	j->want_key = 0;
+	return st(j, yajl_gen_string(j->g, (const unsigned char *)name,
+	    strlen(name)));
 }
 
 int
@@ -124,6 +219,8 @@ int
 idem_json_int(idem_json *j, long long v)
 {
 	LIVE(j);
+	if (value_ok(j) == -1)
+		return -1;
 	return st(j, yajl_gen_integer(j->g, v));
 }
 
@@ -131,6 +228,8 @@ int
 idem_json_bool(idem_json *j, int v)
 {
 	LIVE(j);
+	if (value_ok(j) == -1)
+		return -1;
 	return st(j, yajl_gen_bool(j->g, v != 0));
 }
 
@@ -138,6 +237,8 @@ int
 idem_json_null(idem_json *j)
 {
 	LIVE(j);
+	if (value_ok(j) == -1)
+		return -1;
 	return st(j, yajl_gen_null(j->g));
 }
 
@@ -145,6 +246,8 @@ int
 idem_json_number(idem_json *j, const char *text)
 {
 	LIVE(j);
+	if (value_ok(j) == -1)
+		return -1;
 	return st(j, yajl_gen_number(j->g, text, strlen(text)));
 }
 
@@ -173,8 +276,7 @@ idem_json_value(idem_json *j, yajl_val v)
 		return idem_json_str(j, v->u.string);
 	case yajl_t_number:
 		/* The source digits, so that nothing is rounded. */
-		return st(j, yajl_gen_number(j->g, v->u.number.r,
-		    strlen(v->u.number.r)));
+		return idem_json_number(j, v->u.number.r);
 	case yajl_t_true:
 		return idem_json_bool(j, 1);
 	case yajl_t_false:
@@ -233,12 +335,12 @@ idem_json_pg(idem_json *j, const PGresult *r, int row, int col)
 	case OID_INT4:
 	case OID_INT8:
 	case OID_OID:
-		return st(j, yajl_gen_number(j->g, s, strlen(s)));
+		return idem_json_number(j, s);
 	case OID_FLOAT4:
 	case OID_FLOAT8:
 	case OID_NUMERIC:
 		if (finite_number(s))
-			return st(j, yajl_gen_number(j->g, s, strlen(s)));
+			return idem_json_number(j, s);
 		return idem_json_str(j, s);
 	case OID_JSON:
 	case OID_JSONB:

@@ -107,7 +107,7 @@ schema_of_body(idem_json *j, const struct idem_body *b)
 	if (!(b->flags & IDEM_BODY_OPEN))
 		idem_json_bool(j, 0);
 	else if (b->rest != NULL)
-		schema_of_member(j, b->rest, 1);
+		schema_of_member(j, b->rest, 0);
 	else
 		idem_json_bool(j, 1);
 	if ((b->flags & IDEM_BODY_OPEN) && (b->name_min || b->name_max)) {
@@ -157,6 +157,22 @@ responses(idem_json *j, const idem_app *app, const struct idem_route *rt)
 	idem_json_key(j, "2XX");
 	idem_json_object(j);
 	idem_json_kstr(j, "description", "the handler's answer");
+	if (rt->flags & IDEM_ROUTE_IDEMPOTENT) {
+		/* The first answer and every replay (stored 4xx too). */
+		idem_json_key(j, "headers");
+		idem_json_object(j);
+		idem_json_key(j, "Idempotency-Key-Expires");
+		idem_json_object(j);
+		idem_json_kstr(j, "description", "until when the key and this "
+		    "answer are remembered (the record's expiry, an "
+		    "IMF-fixdate); a retry after it executes afresh");
+		idem_json_key(j, "schema");
+		idem_json_object(j);
+		idem_json_kstr(j, "type", "string");
+		idem_json_object_end(j);
+		idem_json_object_end(j);
+		idem_json_object_end(j);
+	}
 	idem_json_object_end(j);
 	for (status = 400; status < 600; status++) {
 		n = 0;

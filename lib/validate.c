@@ -184,8 +184,10 @@ check_object(yajl_val v, const struct idem_body *b, const char *path,
 			    "%lld to %lld characters long", b->name_min,
 			    b->name_max);
 		mv = v->u.object.values[i];
-		if (b->rest != NULL && !YAJL_IS_NULL(mv) &&
-		    check_value(mv, b->rest, sub, why, whylen) == -1)
+		/* Unlike a declared member, null is a value here. */
+		if (b->rest != NULL && (YAJL_IS_NULL(mv) ?
+		    refuse(why, whylen, sub, "must not be null") :
+		    check_value(mv, b->rest, sub, why, whylen)) == -1)
 			return -1;
 	}
 	for (m = b->members; m != NULL && m->name != NULL; m++) {

@@ -6,9 +6,11 @@
 -- The store's gauges come from index-backed queries whose cost does not
 -- grow with the table (idem_store_gauges), for /metrics and idemctl stats.
 
--- The oldest live key is found from the oldest row forwards; created_at
--- only grows, so the index is appended to at its right edge.
-CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
+-- The oldest live key is found from the oldest row forwards, in the index
+-- alone (expires_at is in it); created_at only grows, so the index is
+-- appended to at its right edge.
+CREATE INDEX idempotency_keys_created_at ON idempotency_keys
+	(created_at, expires_at);
 
 DROP FUNCTION idem_claim(bytea, text, text, text, bytea, bigint, bigint,
     bigint, boolean, bytea);
@@ -136,10 +138,12 @@ END
 $$;
 
 -- idem_store_gauges: the store's figures for /metrics, each from an index:
---  oldest_live_age  now() - the oldest created_at of an unexpired key (the
---                   created_at index, from the oldest row: it steps over
---                   expired rows not yet evicted, so it costs what the
---                   eviction backlog is, not what the table is);
+--  oldest_live_age  now() - the oldest created_at of an unexpired key,
+--                   looked for among the 1000 oldest rows (an index-only
+--                   scan of at most 1000 entries): expired rows not yet
+--                   evicted come first, so when more than 1000 of them
+--                   wait (eviction lags, and the lag gauge says so) it is
+--                   the age of the 1000th oldest row, an upper bound;
 --  eviction_lag     now() - the oldest expires_at of a row eviction would
 --                   delete: the very predicate of the eviction DELETE
 --                   (expires_at <= now() AND idem_free(k)), on the
@@ -153,9 +157,12 @@ CREATE FUNCTION idem_store_gauges(OUT oldest_live_age double precision,
     OUT unfinished bigint)
 LANGUAGE sql STABLE AS $$
 	SELECT
-	  coalesce((SELECT extract(epoch FROM now() - k.created_at)
-	    FROM idempotency_keys k WHERE k.expires_at > now()
-	    ORDER BY k.created_at LIMIT 1), 0)::float8,
+	  coalesce((SELECT extract(epoch FROM now() - min(o.created_at)
+	      FILTER (WHERE o.expires_at > now() OR o.n = 1000))
+	    FROM (SELECT k.created_at, k.expires_at,
+	        row_number() OVER (ORDER BY k.created_at) AS n
+	      FROM idempotency_keys k ORDER BY k.created_at LIMIT 1000) o),
+	    0)::float8,
 	  coalesce((SELECT extract(epoch FROM now() - k.expires_at)
 	    FROM idempotency_keys k WHERE k.expires_at <= now() AND idem_free(k)
 	    ORDER BY k.expires_at LIMIT 1), 0)::float8,

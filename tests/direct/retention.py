@@ -13,6 +13,7 @@ Prints TAP.  Usage:
 import argparse
 import calendar
 import email.utils
+import json
 import os
 import re
 import signal
@@ -116,6 +117,18 @@ def expires_header(app, d, secret):
     ok(st.startswith("Status: 400") and header(raw, "Idempotency-Key-"
                                                "Expires") is not None,
        "a stored 4xx is recorded, so it carries it too", st)
+
+
+def openapi(app):
+    st, raw = app.request("", "GET", "/openapi.json")
+    try:
+        doc = json.loads(raw.split(b"\r\n\r\n", 1)[1])
+        h = doc["paths"]["/v1/payments"]["post"]["responses"]["2XX"][
+            "headers"]
+    except (ValueError, KeyError, IndexError):
+        h = {}
+    ok("Idempotency-Key-Expires" in h, "the OpenAPI document names "
+       "Idempotency-Key-Expires on the idempotent route's answers", st)
 
 
 def metrics_listener(app, d, mport, tenant):
@@ -227,6 +240,7 @@ def main():
         ok(wait_for(lambda: scrape(mport)[0] == 200, 10),
            "the app starts with [metrics] listen")
         expires_header(app, d, secret)
+        openapi(app)
         metrics_listener(app, d, mport, tenant)
         app.stop()
         drain_with_backlog(a, tmp, d, tenant)

@@ -32,12 +32,13 @@ IDEM_DEPS_TOOLS="curl git"
 # (cgi-fcgi), pgbouncer, socket activation (systemd-socket-activate, in
 # t_example.sh), the comma locale of unit/test_jcs (locales), the
 # fuzz, sanitizer and valgrind stages, tests/ha (Patroni on etcd,
-# through python3-etcd), and tests/direct/prometheus.py (promtool and a
-# real Prometheus, from the prometheus package).
+# through python3-etcd), tests/direct/prometheus.py (promtool and a
+# real Prometheus, from the prometheus package), and the OpenAPI check of
+# integration/s_openapi.py (python3-jsonschema).
 # shellcheck disable=SC2034
 IDEM_DEPS_FIXTURES="nginx-light apache2 libapache2-mod-fcgid libfcgi-bin
 	spawn-fcgi pgbouncer systemd locales clang libclang-rt-14-dev valgrind
-	patroni etcd-server python3-etcd prometheus"
+	patroni etcd-server python3-etcd prometheus python3-jsonschema"
 # tests/bench/run: wrk (HTTP load), pgbench (in postgresql-15, which the
 # postgresql package pulls in), psql, both web servers.
 # shellcheck disable=SC2034

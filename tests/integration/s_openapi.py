@@ -1,0 +1,205 @@
+"""s_openapi.py - the API describes itself: GET /openapi.json is an OpenAPI
+3.1 document (checked against tests/integration/openapi31.schema.json with
+jsonschema, its schemas as JSON Schema 2020-12) listing every route, whose
+x-idempotency retention equals what the config enforces; problem types
+resolve to the app's own /problems/<slug> pages, carry instance, and 400
+and 422 answers send Link rel="describedby"."""
+
+import json
+import os
+import re
+
+from harness import check
+from env import NO_AUTH
+
+PAY = "/v1/payments"
+SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                      "openapi31.schema.json")
+ROUTES = {("post", "/v1/payments"), ("get", "/v1/payments"),
+          ("get", "/v1/payments/{id}"), ("post", "/v1/payments/{id}/refunds"),
+          ("get", "/healthz"), ("get", "/openapi.json"),
+          ("get", "/problems/{slug}")}
+IDEMPOTENT = {("post", "/v1/payments"), ("post", "/v1/payments/{id}/refunds")}
+UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _jsonschema(t):
+    try:
+        import jsonschema
+    except ImportError:
+        t.skip("python3-jsonschema is not installed")
+    return jsonschema
+
+
+def _doc(t):
+    r = t.get("/openapi.json", token=NO_AUTH)
+    t.expect_status(r, 200)
+    t.expect_eq((r.header("Content-Type") or "").split(";")[0],
+                "application/json", "Content-Type")
+    return r.json_or_fail()
+
+
+def _seconds(v):
+    m = re.fullmatch(r"(\d+)(ms|s|m|h|d)?", v.strip())
+    return int(m.group(1)) * UNITS[m.group(2) or "s"]
+
+
+def _limits(path, method, pattern):
+    """(ttl, lock_timeout) in seconds for a route, as the config sets them:
+    [route "M /p"] over [idempotency] over the defaults (24h, 5m)."""
+    sect, vals = None, {}
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].split(";", 1)[0].strip()
+            if line.startswith("["):
+                sect = line.strip("[]")
+            elif "=" in line:
+                k, v = (s.strip() for s in line.split("=", 1))
+                vals[(sect, k)] = v
+    route = 'route "%s %s"' % (method.upper(), pattern)
+    out = []
+    for key, dflt in (("ttl", "24h"), ("lock_timeout", "5m")):
+        v = vals.get((route, key), vals.get(("idempotency", key), dflt))
+        out.append(_seconds(v))
+    return tuple(out)
+
+
+def _ops(doc):
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            if not method.startswith("x-"):
+                yield method, path, op
+
+
+@check("openapi: GET /openapi.json (public) validates against the OpenAPI "
+       "3.1 structure; every schema in it is valid JSON Schema 2020-12")
+def _(t):
+    js = _jsonschema(t)
+    doc = _doc(t)
+    with open(SCHEMA) as f:
+        meta = json.load(f)
+    errors = sorted(js.Draft202012Validator(meta).iter_errors(doc),
+                    key=lambda e: list(e.path))
+    t.expect(not errors, "not an OpenAPI 3.1 document: %s"
+             % "; ".join("%s: %s" % ("/".join(map(str, e.path)), e.message)
+                         for e in errors[:5]))
+    t.expect_eq(doc["openapi"], "3.1.0", "openapi version")
+    n = 0
+    for method, path, op in _ops(doc):
+        for media in op.get("requestBody", {}).get("content", {}).values():
+            js.Draft202012Validator.check_schema(media["schema"])
+            n += 1
+    t.expect(n >= 2, "request body schemas found: %d" % n)
+
+
+@check("openapi: every route is listed, with its path parameters, and the "
+       "path templates match them")
+def _(t):
+    doc = _doc(t)
+    got = {(m, p) for m, p, _op in _ops(doc)}
+    t.expect(ROUTES <= got, "routes missing: %s" % sorted(ROUTES - got))
+    for method, path, op in _ops(doc):
+        names = {p["name"] for p in op.get("parameters", ())
+                 if p["in"] == "path"}
+        t.expect_eq(names, set(re.findall(r"\{([^}]+)\}", path)),
+                    "path parameters of %s %s" % (method, path))
+
+
+@check("openapi: every idempotent route has a required Idempotency-Key "
+       "header and x-idempotency whose retention and lock timeout equal the "
+       "running config's; the others have neither")
+def _(t):
+    if not t.env.config:
+        t.skip("no --config given: cannot compare with the config")
+    doc = _doc(t)
+    for method, path, op in _ops(doc):
+        keys = [p for p in op.get("parameters", ())
+                if p["in"] == "header" and p["name"] == "Idempotency-Key"]
+        x = op.get("x-idempotency")
+        if (method, path) not in IDEMPOTENT:
+            t.expect(not keys and x is None,
+                     "%s %s is not idempotent but says so" % (method, path))
+            continue
+        t.expect(len(keys) == 1 and keys[0].get("required") is True,
+                 "%s %s: Idempotency-Key header, required" % (method, path))
+        ttl, lto = _limits(t.env.config, method,
+                           re.sub(r"\{([^}]+)\}", r":\1", path))
+        t.expect_eq(x, {"required": True, "retention_seconds": ttl,
+                        "lock_timeout_seconds": lto},
+                    "x-idempotency of %s %s" % (method, path))
+    # The sample sets a week for payments: the document must say so.
+    t.expect_eq(doc["paths"][PAY]["post"]["x-idempotency"]
+                ["retention_seconds"], _limits(t.env.config, "post", PAY)[0],
+                "payments retention")
+
+
+@check("openapi: the create's body schema admits a valid payment and refuses "
+       "what the server refuses (missing, out of range, unknown members)")
+def _(t):
+    js = _jsonschema(t)
+    doc = _doc(t)
+    schema = (doc["paths"][PAY]["post"]["requestBody"]["content"]
+              ["application/json"]["schema"])
+    v = js.Draft202012Validator(schema)
+    good = {"amount": 100, "currency": "eur", "description": None,
+            "metadata": {"order": "42"}}
+    t.expect(v.is_valid(good), "a valid payment is refused by the schema")
+    r = t.post(PAY, good, key=t.new_key())
+    t.expect_status(r, 201)
+    for body in ({"currency": "eur"}, {"amount": 0, "currency": "eur"},
+                 {"amount": 1, "currency": "EUR"},
+                 {"amount": 1, "currency": "eur", "amuont": 1},
+                 {"amount": 1, "currency": "eur", "metadata": {"a": 1}},
+                 {"amount": 1, "currency": "eur", "customer": ""}):
+        t.expect(not v.is_valid(body), "schema admits %r" % body)
+        r = t.post(PAY, body, key=t.new_key())
+        t.expect_problem(r, 400, "validation-error")
+
+
+@check("problems: every type is relative to the app (no foreign domain), "
+       "resolves to a public text/html page naming its title and status; an "
+       "unknown slug is a 404 problem")
+def _(t):
+    doc = _doc(t)
+    text = json.dumps(doc)
+    t.expect("idem.dev" not in text, "the document names idem.dev")
+    types = doc["x-problem-types"]
+    t.expect(len(types) >= 14, "problem types listed: %d" % len(types))
+    for p in types:
+        t.expect(p["type"].startswith("/problems/"),
+                 "type %r is not the app's own" % p["type"])
+        r = t.get(p["type"], token=NO_AUTH)
+        t.expect_status(r, 200)
+        t.expect_eq((r.header("Content-Type") or "").split(";")[0],
+                    "text/html", "Content-Type of %s" % p["type"])
+        page = r.body.decode()
+        t.expect(p["title"] in page.replace("&quot;", '"') and
+                 str(p["status"]) in page, "page of %s: %r"
+                 % (p["type"], page[:200]))
+    r = t.get("/problems/no-such-type", token=NO_AUTH)
+    t.expect_problem(r, 404, "not-found")
+
+
+@check("problems: a 400 and a 422 carry Link <type>; rel=\"describedby\" "
+       "and instance (16 hex digits), replayed as stored; a 401 carries "
+       "instance and no Link")
+def _(t):
+    k = t.new_key()
+    r = t.post(PAY, {"amount": 0, "currency": "eur"}, key=k)
+    doc = t.expect_problem(r, 400, "validation-error", detail_has="amount")
+    t.expect_eq(r.header("Link"), '<%s>; rel="describedby"' % doc["type"],
+                "Link of the 400")
+    t.expect(re.fullmatch(r"[0-9a-f]{16}", doc.get("instance", "")),
+             "instance %r" % doc.get("instance"))
+    again = t.post(PAY, {"amount": 0, "currency": "eur"}, key=k)
+    t.expect_eq(again.body, r.body, "replayed body (instance included)")
+    t.expect_eq(again.header("Link"), r.header("Link"), "replayed Link")
+    r = t.post(PAY, {"amount": 1, "currency": "eur"}, key=k)
+    doc = t.expect_problem(r, 422, "idempotency-key-reused")
+    t.expect_eq(r.header("Link"), '<%s>; rel="describedby"' % doc["type"],
+                "Link of the 422")
+    r = t.get(PAY, token="sk_" + "0" * 64)
+    doc = t.expect_problem(r, 401, "unauthorized")
+    t.expect(r.header("Link") is None and
+             re.fullmatch(r"[0-9a-f]{16}", doc.get("instance", "")),
+             "401: no Link, an instance")

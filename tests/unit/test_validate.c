@@ -1,0 +1,261 @@
+/*
+ * test_validate.c - declared body validation, table-driven: each body
+ * against a schema like the payments create, valid or refused with the
+ * member and the rule in the detail; the phase-table dispatch; and the
+ * OpenAPI document made from routes, declarations and the config.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "private.h"
+#include "tap.h"
+
+static int
+not_zzz(yajl_val v, char *why, size_t whylen)
+{
+	if (strcmp(v->u.string, "zzz") != 0)
+		return 0;
+	snprintf(why, whylen, "must not be zzz");
+	return -1;
+}
+
+static const char *const colours[] = { "red", "green", NULL };
+
+static const struct idem_member meta_value = { .name = "*",
+	.type = IDEM_T_STRING, .max = 5 };
+static const struct idem_body meta = { .flags = IDEM_BODY_OPEN,
+	.rest = &meta_value, .name_min = 1, .name_max = 4 };
+static const struct idem_body inner = { (const struct idem_member[]){
+	{ .name = "x", .type = IDEM_T_INTEGER, .flags = IDEM_REQUIRED },
+	{ .name = NULL } }, 0, NULL, 0, 0 };
+
+static const struct idem_body schema = { (const struct idem_member[]){
+	{ .name = "amount", .type = IDEM_T_INTEGER, .flags = IDEM_REQUIRED,
+	  .min = 1, .max = 100 },
+	{ .name = "code", .type = IDEM_T_STRING, .min = 3, .max = 3,
+	  .pattern = "^[a-z]+$", .check = not_zzz },
+	{ .name = "colour", .type = IDEM_T_STRING, .oneof = colours },
+	{ .name = "note", .type = IDEM_T_STRING, .max = 3 },
+	{ .name = "flag", .type = IDEM_T_BOOLEAN },
+	{ .name = "meta", .type = IDEM_T_OBJECT, .max = 2, .object = &meta },
+	{ .name = "inner", .type = IDEM_T_OBJECT, .object = &inner },
+	{ .name = NULL } }, 0, NULL, 0, 0 };
+
+static const struct {
+	const char	*body;
+	const char	*why;	/* NULL: valid; else the whole detail */
+} cases[] = {
+	{ "{\"amount\":1}", NULL },
+	{ "{\"amount\":100,\"code\":\"abc\",\"colour\":\"red\",\"note\":"
+	  "\"\xc3\xa9\xc3\xa9\xc3\xa9\",\"flag\":false,\"meta\":{\"k\":\"v\"},"
+	  "\"inner\":{\"x\":-1}}", NULL },
+	{ "{\"amount\":1,\"note\":null,\"meta\":null}", NULL },
+	{ "[]", "body: must be a JSON object" },
+	{ "\"x\"", "body: must be a JSON object" },
+	{ "{}", "amount: is required" },
+	{ "{\"amount\":null}", "amount: is required" },
+	{ "{\"amount\":0}", "amount: must be an integer from 1 to 100" },
+	{ "{\"amount\":101}", "amount: must be an integer from 1 to 100" },
+	{ "{\"amount\":1.5}", "amount: must be an integer" },
+	{ "{\"amount\":\"1\"}", "amount: must be an integer" },
+	{ "{\"amount\":true}", "amount: must be an integer" },
+	{ "{\"amount\":99999999999999999999}", "amount: must be an integer" },
+	{ "{\"amount\":1,\"amuont\":2}", "amuont: unknown member" },
+	{ "{\"amount\":1,\"code\":\"ab\"}",
+	  "code: must be 3 characters long" },
+	{ "{\"amount\":1,\"code\":\"ABC\"}", "code: must match ^[a-z]+$" },
+	{ "{\"amount\":1,\"code\":\"zzz\"}", "code: must not be zzz" },
+	{ "{\"amount\":1,\"code\":7}", "code: must be a string" },
+	{ "{\"amount\":1,\"colour\":\"blue\"}",
+	  "colour: must be one of the allowed values" },
+	{ "{\"amount\":1,\"note\":\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}",
+	  "note: must be 0 to 3 characters long" },
+	{ "{\"amount\":1,\"flag\":1}", "flag: must be true or false" },
+	{ "{\"amount\":1,\"meta\":[]}", "meta: must be an object" },
+	{ "{\"amount\":1,\"meta\":{\"a\":\"\",\"b\":\"\",\"c\":\"\"}}",
+	  "meta: must have 0 to 2 members" },
+	{ "{\"amount\":1,\"meta\":{\"a\":1}}", "meta.a: must be a string" },
+	{ "{\"amount\":1,\"meta\":{\"a\":null}}", "meta.a: must not be null" },
+	{ "{\"amount\":1,\"meta\":{\"a\":\"123456\"}}",
+	  "meta.a: must be 0 to 5 characters long" },
+	{ "{\"amount\":1,\"meta\":{\"\":\"v\"}}",
+	  "meta.: member names must be 1 to 4 characters long" },
+	{ "{\"amount\":1,\"meta\":{\"abcde\":\"v\"}}",
+	  "meta.abcde: member names must be 1 to 4 characters long" },
+	{ "{\"amount\":1,\"inner\":{}}", "inner.x: is required" },
+	{ "{\"amount\":1,\"inner\":{\"x\":1,\"y\":2}}",
+	  "inner.y: unknown member" },
+	/* An unknown member is named before a missing one. */
+	{ "{\"amonut\":1}", "amonut: unknown member" },
+};
+
+static void
+test_cases(void)
+{
+	char		 why[320];
+	yajl_val	 v;
+	size_t		 i;
+	int		 rc;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		v = yajl_tree_parse(cases[i].body, NULL, 0);
+		rc = idem_validate(v, &schema, why, sizeof(why));
+		if (cases[i].why == NULL)
+			TAP_OK(v != NULL && rc == 0 && why[0] == '\0',
+			    "valid: %s (%s)", cases[i].body, why);
+		else {
+			TAP_OK(rc == -1, "refused: %s", cases[i].body);
+			TAP_STREQ(why, cases[i].why, "  detail names member "
+			    "and rule");
+		}
+		yajl_tree_free(v);
+	}
+	TAP_OK(idem_validate(NULL, &schema, why, sizeof(why)) == -1,
+	    "no body is refused");
+	v = yajl_tree_parse("{\"amount\":1}", NULL, 0);
+	TAP_OK(idem_validate(v, &schema, why, 8) == -1 ||
+	    strlen(why) < 8, "a short why buffer is never overrun");
+	TAP_OK(idem_validate(v, &schema, NULL, 0) == 0,
+	    "a zero-length why buffer is allowed");
+	yajl_tree_free(v);
+}
+
+/* --- phases ------------------------------------------------------------- */
+
+static char trail[64];
+
+static int
+ph(idem_req *req, void *arg)
+{
+	(void)req;
+	strncat(trail, arg, sizeof(trail) - strlen(trail) - 1);
+	return strcmp(arg, "E") == 0 ? IDEM_PHASE_END :
+	    strcmp(arg, "X") == 0 ? -1 : IDEM_PHASE_NEXT;
+}
+
+static int
+pa(idem_req *req, void *arg) { (void)arg; return ph(req, "a"); }
+static int
+pb(idem_req *req, void *arg) { (void)arg; return ph(req, "b"); }
+static int
+pc(idem_req *req, void *arg) { (void)arg; return ph(req, "c"); }
+static int
+pend(idem_req *req, void *arg) { (void)arg; return ph(req, "E"); }
+static int
+pfail(idem_req *req, void *arg) { (void)arg; return ph(req, "X"); }
+
+static void
+test_phases(void)
+{
+	static const struct idem_phase abc[] = { { "started", pa },
+	    { "two", pb }, { "three", pc }, { NULL, NULL } };
+	static const struct idem_phase early[] = { { "started", pa },
+	    { "two", pend }, { "three", pc }, { NULL, NULL } };
+	static const struct idem_phase bad[] = { { "started", pfail },
+	    { "two", pb }, { NULL, NULL } };
+	static const struct {
+		const struct idem_phase	*t;
+		const char		*point;	/* "": atomic, no point */
+		int			 rc;
+		const char		*trail;
+	} pcases[] = {
+		{ abc, "", 0, "abc" },
+		{ abc, "two", 0, "bc" },
+		{ abc, "three", 0, "c" },
+		{ abc, "nowhere", -1, "" },
+		{ early, "", 0, "aE" },
+		{ bad, "", -1, "X" },
+	};
+	idem_req	req;
+	size_t		i;
+	int		rc;
+
+	for (i = 0; i < sizeof(pcases) / sizeof(pcases[0]); i++) {
+		memset(&req, 0, sizeof(req));
+		strcpy(req.recovery_point, pcases[i].point);
+		trail[0] = '\0';
+		rc = idem_req_phases(&req, pcases[i].t, NULL);
+		TAP_OK(rc == pcases[i].rc && strcmp(trail, pcases[i].trail) == 0,
+		    "phases from \"%s\": rc %d, ran \"%s\" (want %d, \"%s\")",
+		    pcases[i].point, rc, trail, pcases[i].rc, pcases[i].trail);
+	}
+	memset(&req, 0, sizeof(req));
+	TAP_OK(idem_req_phases(&req, NULL, NULL) == -1, "no table: -1");
+}
+
+/* --- the OpenAPI document of a small app ------------------------------- */
+
+static int
+nop(idem_req *req, void *arg)
+{
+	(void)req;
+	(void)arg;
+	return 0;
+}
+
+static void
+test_openapi(void)
+{
+	static const char conf[] = "[server]\nrequest_timeout = 1s\n"
+	    "[idempotency]\nlock_timeout = 1500ms\n"
+	    "ttl = 2d\n[route \"POST /x/:id\"]\nttl = 3d\n";
+	static const char *const want[] = {
+		"\"openapi\":\"3.1.0\"",
+		"\"/x/{id}\":{\"post\":",
+		"{\"name\":\"id\",\"in\":\"path\",\"required\":true",
+		"{\"name\":\"Idempotency-Key\",\"in\":\"header\","
+		    "\"required\":true",
+		"\"x-idempotency\":{\"required\":true,\"retention_seconds\":"
+		    "259200,\"lock_timeout_seconds\":1.500}",
+		"\"/y\":{\"post\":{\"parameters\":[{\"name\":"
+		    "\"Idempotency-Key\"",
+		"\"retention_seconds\":172800,",
+		"\"required\":[\"amount\"],\"additionalProperties\":false",
+		"\"meta\":{\"type\":[\"object\",\"null\"],\"minProperties\":0,"
+		    "\"maxProperties\":2,\"properties\":{},\"required\":[],"
+		    "\"additionalProperties\":{\"type\":\"string\",\"minLength\":"
+		    "0,\"maxLength\":5},\"propertyNames\":"
+		    "{\"minLength\":1,\"maxLength\":4}}",
+		"\"colour\":{\"type\":[\"string\",\"null\"],\"enum\":"
+		    "[\"red\",\"green\",null]}",
+		"\"/z\":{\"get\":{\"parameters\":[],\"responses\":{\"2XX\"",
+		"\"security\":[]}",
+		"{\"type\":\"/problems/validation-error\",\"status\":400,",
+	};
+	idem_app	*app = idem_app_new("t");
+	idem_json	*j;
+	const char	*doc;
+	char		 err[256];
+	size_t		 i, len;
+
+	TAP_OK(app != NULL && idem_cfg_parse(&app->cfg, "t.ini", conf,
+	    sizeof(conf) - 1, err, sizeof(err)) == 0, "openapi: a config (%s)",
+	    err);
+	idem_app_route(app, "POST", "/x/:id", IDEM_ROUTE_IDEMPOTENT, nop, NULL);
+	idem_app_route(app, "POST", "/y", IDEM_ROUTE_IDEMPOTENT, nop, NULL);
+	idem_app_route(app, "GET", "/z", IDEM_ROUTE_PUBLIC, nop, NULL);
+	TAP_OK(idem_app_route_body(app, "POST", "/x/:id", &schema) == 0,
+	    "openapi: a body declared");
+	TAP_OK(idem_app_route_body(app, "POST", "/x/:id", &schema) == -1 &&
+	    idem_app_route_body(app, "GET", "/z", &schema) == -1 &&
+	    idem_app_route_body(app, "POST", "/nope", &schema) == -1,
+	    "route_body: twice, on a route without JSON, on no route: -1");
+	j = idem_openapi(app);
+	doc = idem_json_buf(j, &len);
+	TAP_OK(doc != NULL, "openapi: a document");
+	for (i = 0; doc != NULL && i < sizeof(want) / sizeof(want[0]); i++)
+		TAP_OK(strstr(doc, want[i]) != NULL, "openapi has %s", want[i]);
+	if (tap_failed && doc != NULL)
+		printf("# %.*s\n", (int)len, doc);
+	idem_json_free(j);
+	idem_app_free(app);
+}
+
+int
+main(void)
+{
+	test_cases();
+	test_phases();
+	test_openapi();
+	return TAP_DONE();
+}
