@@ -190,24 +190,24 @@ test_args(void)
 	    idem_args_member(a, &req, "t") == 0, "args: 9 values accepted");
 	TAP_OK(idem_req_defer_args(&req, "SELECT 1", NULL) == -1,
 	    "args: a NULL (failed) args fails the statement");
-	req.in_txn = 1;		/* queue instead of running */
+	req.txn.in_txn = 1;		/* queue instead of running */
 	TAP_OK(idem_req_defer_args(&req, "SELECT $1", a) == 0 &&
-	    req.ndefer == 1 && req.defer[0].n == 9, "args: deferred whole");
-	TAP_STREQ(req.defer[0].vals[0], "-5", "args: integer as digits");
-	TAP_STREQ(req.defer[0].vals[1], "7", "args: the tenant");
-	TAP_OK(req.defer[0].vals[2] == NULL, "args: NULL string is SQL NULL");
-	TAP_STREQ(req.defer[0].vals[3], "12", "args: integer member");
-	TAP_STREQ(req.defer[0].vals[4], "x", "args: string member");
-	TAP_STREQ(req.defer[0].vals[5], "{\"a\":1}", "args: object as JSON");
-	TAP_OK(req.defer[0].vals[6] == NULL && req.defer[0].vals[7] == NULL,
+	    req.txn.ndefer == 1 && req.txn.defer[0].n == 9, "args: deferred whole");
+	TAP_STREQ(req.txn.defer[0].vals[0], "-5", "args: integer as digits");
+	TAP_STREQ(req.txn.defer[0].vals[1], "7", "args: the tenant");
+	TAP_OK(req.txn.defer[0].vals[2] == NULL, "args: NULL string is SQL NULL");
+	TAP_STREQ(req.txn.defer[0].vals[3], "12", "args: integer member");
+	TAP_STREQ(req.txn.defer[0].vals[4], "x", "args: string member");
+	TAP_STREQ(req.txn.defer[0].vals[5], "{\"a\":1}", "args: object as JSON");
+	TAP_OK(req.txn.defer[0].vals[6] == NULL && req.txn.defer[0].vals[7] == NULL,
 	    "args: null and absent members are SQL NULL");
-	TAP_STREQ(req.defer[0].vals[8], "true", "args: boolean member");
+	TAP_STREQ(req.txn.defer[0].vals[8], "true", "args: boolean member");
 	idem_defer_free(&req);
 	a = idem_args_new();
 	for (i = 0; i < 64; i++)
 		idem_args_int(a, i);
 	TAP_OK(idem_args_int(a, 64) == -1 &&
-	    idem_req_defer_args(&req, "SELECT 1", a) == -1 && req.ndefer == 0,
+	    idem_req_defer_args(&req, "SELECT 1", a) == -1 && req.txn.ndefer == 0,
 	    "args: the 65th parameter fails, and the statement is refused");
 	yajl_tree_free(req.json);
 }

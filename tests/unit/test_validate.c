@@ -172,7 +172,7 @@ test_phases(void)
 
 	for (i = 0; i < sizeof(pcases) / sizeof(pcases[0]); i++) {
 		memset(&req, 0, sizeof(req));
-		strcpy(req.recovery_point, pcases[i].point);
+		strcpy(req.txn.recovery_point, pcases[i].point);
 		trail[0] = '\0';
 		rc = idem_req_phases(&req, pcases[i].t, NULL);
 		TAP_OK(rc == pcases[i].rc && strcmp(trail, pcases[i].trail) == 0,
