@@ -227,7 +227,7 @@ problem_route(idem_app *app)
 }
 
 int
-idem_app_run(idem_app *app)
+idem_app_prepare(idem_app *app)
 {
 	if (check_routes(app) == -1)
 		return 1;
@@ -247,6 +247,16 @@ idem_app_run(idem_app *app)
 	}
 	if (idem_metrics_init(app) == -1)
 		return 1;
+	return 0;
+}
+
+int
+idem_app_run(idem_app *app)
+{
+	int	rc;
+
+	if ((rc = idem_app_prepare(app)) != 0)
+		return rc;
 	if (app->command != NULL)
 		return complete_command(app);
 	return idem_runtime_run(app, app->listen != NULL ? app->listen :

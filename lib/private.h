@@ -121,6 +121,11 @@ struct idem_app {
 	atomic_int		 stopping;
 };
 
+/* app.c: everything idem_app_run() sets up before it serves (routes'
+ * checks, the framework's routes, the pool, the metrics): 0, or the exit
+ * status.  The C regress harness (tests/regress) serves from there. */
+int	idem_app_prepare(idem_app *app);
+
 /* metrics.c */
 struct idem_metrics;
 int	idem_metrics_init(idem_app *app);
