@@ -26,19 +26,12 @@
 #include <strings.h>
 
 #include "internal.h"
+#include "routes.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int	LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static struct idem_router	 router;
-
-static int
-handler(idem_req *req, void *arg)
-{
-	(void)req;
-	(void)arg;
-	return 0;
-}
 
 static void
 fail(const char *what, const char *s, size_t n)
@@ -54,17 +47,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	if (idem_router_add(&router, "POST", "/v1/payments", 0, handler,
-	    NULL) == -1 ||
-	    idem_router_add(&router, "GET", "/v1/payments", 0, handler,
-	    NULL) == -1 ||
-	    idem_router_add(&router, "GET", "/v1/payments/:id", 0, handler,
-	    NULL) == -1 ||
-	    idem_router_add(&router, "POST", "/v1/payments/:id/refunds", 0,
-	    handler, NULL) == -1 ||
-	    idem_router_add(&router, "GET", "/healthz", 0, handler,
-	    NULL) == -1)
-		abort();
+	fuzz_routes_add(&router);
 	return 0;
 }
 

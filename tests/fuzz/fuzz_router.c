@@ -22,30 +22,13 @@
 #include <string.h>
 
 #include "internal.h"
+#include "routes.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int	LLVMFuzzerInitialize(int *argc, char ***argv);
 
-static const struct {
-	const char	*method, *pattern;
-} table[] = {
-	{ "POST", "/v1/payments" },
-	{ "GET", "/v1/payments" },
-	{ "GET", "/v1/payments/:id" },
-	{ "POST", "/v1/payments/:id/refunds" },
-	{ "GET", "/healthz" },
-};
-#define NTABLE	(sizeof(table) / sizeof(table[0]))
 
 static struct idem_router	 router;
-
-static int
-handler(idem_req *req, void *arg)
-{
-	(void)req;
-	(void)arg;
-	return 0;
-}
 
 static void
 fail(const char *what, const char *method, const char *path)
@@ -58,14 +41,9 @@ fail(const char *what, const char *method, const char *path)
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	size_t	 i;
-
 	(void)argc;
 	(void)argv;
-	for (i = 0; i < NTABLE; i++)
-		if (idem_router_add(&router, table[i].method,
-		    table[i].pattern, 0, handler, (void *)&table[i]) == -1)
-			abort();
+	fuzz_routes_add(&router);
 	return 0;
 }
 
