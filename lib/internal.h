@@ -253,8 +253,8 @@ int	idem_uri_base_ok(const char *s);
 /*
  * The retention window of a route's keys (the design's contract): under
  * IDEM_TTL_MIN_MS a late retry executes again, so it is refused; under
- * IDEM_TTL_FLOOR_MS (payment-style operations) or over IDEM_TTL_CEIL_MS
- * (rows grow for no protection) it starts with a warning.
+ * IDEM_TTL_FLOOR_MS (the floor for operations that move money) or over
+ * IDEM_TTL_CEIL_MS (rows grow for no protection) it starts with a warning.
  */
 #define IDEM_TTL_MIN_MS		(3600LL * 1000)
 #define IDEM_TTL_FLOOR_MS	(24 * IDEM_TTL_MIN_MS)

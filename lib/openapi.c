@@ -293,7 +293,7 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 	idem_json_object_end(j);
 }
 
-/* "/v1/payments/:id" as "/v1/payments/{id}". */
+/* "/v1/orders/:id" as "/v1/orders/{id}". */
 static void
 path_key(idem_json *j, const char *pattern)
 {
