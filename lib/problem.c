@@ -93,21 +93,6 @@ idem_problem_base(const idem_app *app)
 }
 
 int
-idem_uri_base_ok(const char *s)
-{
-	size_t	n = strlen(s), i;
-
-	/* Goes into JSON strings and between the <> of a Link header. */
-	for (i = 0; i < n; i++)
-		if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] >= 0x7f ||
-		    strchr("\"<>\\`{}|^", s[i]) != NULL)
-			return 0;
-	return n >= 1 && s[n - 1] == '/' &&
-	    (s[0] == '/' || strstr(s, "://") != NULL ||
-	    strncmp(s, "urn:", 4) == 0 || strncmp(s, "tag:", 4) == 0);
-}
-
-int
 idem_resp_problem(idem_req *req, enum idem_problem p, const char *fmt, ...)
 {
 	struct idem_buf	 b = { 0 };
