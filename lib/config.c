@@ -371,6 +371,22 @@ check_addrs(const char *s)
 	}
 }
 
+/* [server] problem_base: it goes into JSON strings and between the <>
+ * of a Link header. */
+static int
+uri_base_ok(const char *s)
+{
+	size_t	n = strlen(s), i;
+
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] >= 0x7f ||
+		    strchr("\"<>\\`{}|^", s[i]) != NULL)
+			return 0;
+	return n >= 1 && s[n - 1] == '/' &&
+	    (s[0] == '/' || strstr(s, "://") != NULL ||
+	    strncmp(s, "urn:", 4) == 0 || strncmp(s, "tag:", 4) == 0);
+}
+
 static int
 set_builtin(struct parse *ps, const struct cfg_key *k, const char *v)
 {
@@ -418,7 +434,7 @@ set_builtin(struct parse *ps, const struct cfg_key *k, const char *v)
 			    "list of IPv4/IPv6 addresses", k->name);
 		break;
 	case T_URIBASE:
-		if (!idem_uri_base_ok(v))
+		if (!uri_base_ok(v))
 			return perr(ps, ps->line, "%s must be an absolute URI or "
 			    "a path starting with '/', ending in '/', without "
 			    "blanks, quotes, '<' or '>'", k->name);

@@ -2,7 +2,7 @@
  * http.c - the request as a handler reads it: the accessors (method, path,
  * parameters, the decoded query, headers from their CGI parameters, body,
  * tenant) and the pure parsers of what the web server sends (lengths,
- * media types, address lists, repeated parameters, URI bases).  Calls
+ * media types, address lists, repeated parameters).  Calls
  * nothing of the runtime, so auth.c, problem.c and the handler helpers can
  * use it without the request's life cycle (request.c).
  */
@@ -243,19 +243,4 @@ idem_http_param_count(char **envp, const char *prefix)
 		if (strncmp(*envp, prefix, n) == 0)
 			c++;
 	return c;
-}
-
-int
-idem_uri_base_ok(const char *s)
-{
-	size_t	n = strlen(s), i;
-
-	/* Goes into JSON strings and between the <> of a Link header. */
-	for (i = 0; i < n; i++)
-		if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] >= 0x7f ||
-		    strchr("\"<>\\`{}|^", s[i]) != NULL)
-			return 0;
-	return n >= 1 && s[n - 1] == '/' &&
-	    (s[0] == '/' || strstr(s, "://") != NULL ||
-	    strncmp(s, "urn:", 4) == 0 || strncmp(s, "tag:", 4) == 0);
 }

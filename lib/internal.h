@@ -246,9 +246,6 @@ void	idem_cfg_route_limits(const struct idem_cfg *cfg, const char *method,
 const char *idem_cfg_app_get(const struct idem_cfg *cfg,
 	    const char *section, const char *key);
 void	idem_cfg_free(struct idem_cfg *cfg);
-/* problem.c: usable as [server] problem_base (a URI, or an absolute
- * path, ending in '/')? */
-int	idem_uri_base_ok(const char *s);
 
 /*
  * The retention window of a route's keys (the design's contract): under

@@ -135,7 +135,6 @@ idem_problem_base(const idem_app *app)
 	    app->cfg.problem_base : IDEM_PROBLEM_BASE;
 }
 
-
 int
 idem_resp_problem(idem_req *req, enum idem_problem p, const char *fmt, ...)
 {

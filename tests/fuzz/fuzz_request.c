@@ -10,6 +10,7 @@
  *
  *	METHOD SP TARGET [SP VERSION]    TARGET = PATH ["?" QUERY]
  *	Name: value                      (any number, LF or CRLF)
+ *	(empty line) BODY                optional
  *
  * The path (query cut off, as the server does) is matched against the
  * payments routes; every header value (OWS kept, as the server passes it)
@@ -18,6 +19,12 @@
  * on violation): a matched parameter is a non-empty segment of
  * [A-Za-z0-9._~-]; a key is 1..IDEM_KEY_MAX bytes of 0x20-0x7e; parsing
  * a value twice gives the same result; nothing leaks.
+ *
+ * A body that parses as JSON goes to idem_validate() (lib/validate.c)
+ * with the payments create's declaration: a refusal's detail is
+ * "member: rule" naming "body", a declared member or one of the body's;
+ * an accepted body has its required members, in range; the same answer
+ * twice; a short detail buffer is a prefix of the long one.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +34,30 @@
 
 #include "internal.h"
 #include "routes.h"
+
+static int
+not_zzz(yajl_val v, char *why, size_t whylen)
+{
+	if (strcmp(v->u.string, "zzz") != 0)
+		return 0;
+	snprintf(why, whylen, "is not a currency");
+	return -1;
+}
+
+static const struct idem_member meta_value = { .name = "*",
+	.type = IDEM_T_STRING, .max = 500 };
+static const struct idem_body meta = { .flags = IDEM_BODY_OPEN,
+	.rest = &meta_value, .name_min = 1, .name_max = 40 };
+static const struct idem_body payment = { (const struct idem_member[]){
+	{ .name = "amount", .type = IDEM_T_INTEGER, .flags = IDEM_REQUIRED,
+	  .min = 1, .max = 1000000000000LL },
+	{ .name = "currency", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED,
+	  .pattern = "^[a-z]{3}$", .check = not_zzz },
+	{ .name = "description", .type = IDEM_T_STRING, .max = 1000 },
+	{ .name = "capture", .type = IDEM_T_BOOLEAN },
+	{ .name = "metadata", .type = IDEM_T_OBJECT, .max = 50,
+	  .object = &meta },
+	{ .name = NULL } }, 0, NULL, 0, 0 };
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int	LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -160,6 +191,61 @@ header_line(const char *line, size_t len)
 	}
 }
 
+static yajl_val
+member(yajl_val obj, const char *name)
+{
+	size_t	i;
+
+	for (i = 0; i < obj->u.object.len; i++)
+		if (strcmp(obj->u.object.keys[i], name) == 0)
+			return obj->u.object.values[i];
+	return NULL;
+}
+
+static void
+body(const char *p, size_t n)
+{
+	char		*text = dupn(p, n), why[320], why2[320], small[16];
+	const char	*colon;
+	yajl_val	 v, a;
+	size_t		 seg, i, smalllen = 1 + n % sizeof(small);
+	int		 rc, known;
+
+	v = yajl_tree_parse(text, NULL, 0);
+	free(text);
+	if (v == NULL)
+		return;
+	rc = idem_validate(v, &payment, why, sizeof(why));
+	if (idem_validate(v, &payment, why2, sizeof(why2)) != rc ||
+	    strcmp(why, why2) != 0)
+		fail("validating twice differs", why, strlen(why));
+	if (idem_validate(v, &payment, small, smalllen) != rc ||
+	    strncmp(small, why, smalllen - 1) != 0)
+		fail("a short detail buffer is not a prefix", why, strlen(why));
+	if (rc == 0) {
+		a = YAJL_IS_OBJECT(v) ? member(v, "amount") : NULL;
+		if (why[0] != '\0' || a == NULL || !YAJL_IS_INTEGER(a) ||
+		    YAJL_GET_INTEGER(a) < 1 || member(v, "currency") == NULL)
+			fail("accepted without its required members", why,
+			    strlen(why));
+	} else if (rc != -1 || (colon = strstr(why, ": ")) == NULL)
+		fail("refused without \"member: rule\"", why, strlen(why));
+	else {
+		/* The first segment of the path names something real. */
+		seg = strcspn(why, ".:");
+		known = seg == 4 && strncmp(why, "body", 4) == 0;
+		for (i = 0; !known && payment.members[i].name != NULL; i++)
+			known = strlen(payment.members[i].name) == seg &&
+			    strncmp(why, payment.members[i].name, seg) == 0;
+		for (i = 0; !known && YAJL_IS_OBJECT(v) &&
+		    i < v->u.object.len; i++)
+			known = strncmp(why, v->u.object.keys[i], seg) == 0;
+		if (!known)
+			fail("the detail names no member", why, strlen(why));
+	}
+	yajl_tree_free(v);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -172,6 +258,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		n = nl != NULL ? (size_t)(nl - p) : (size_t)(end - p);
 		if (n > 0 && p[n - 1] == '\r')
 			n--;
+		if (!first && n == 0 && nl != NULL) {
+			body(nl + 1, (size_t)(end - nl - 1));
+			break;
+		}
 		if (first)
 			request_line(p, n);
 		else

@@ -1,6 +1,6 @@
 #!/bin/bash
-# tests/integration/t_example.sh - the out-of-tree example against an
-# installed libidem.
+# tests/integration/t_example.sh - the out-of-tree examples (hello, then
+# ledger) against an installed libidem.
 #
 #   PREFIX=DIR tests/integration/t_example.sh
 #
@@ -199,5 +199,60 @@ if [ "$gone" = 1 ] && wait "$APP_PID" && grep -q 'drained, exiting' "$TMP/app.lo
 else
 	nok "SIGTERM: drained and exited within 5 s" "$(cat "$TMP/app.log")"
 fi
+APP_PID=
+
+# --- the second example: examples/ledger (declared body, JSON writer, phases) --
+cp -R "$SRCDIR/examples/ledger" "$TMP/ledger"
+rm -f "$TMP/ledger/ledger"
+if out=$(make -C "$TMP/ledger" CFLAGS="-O2 -g -Wall -Wextra -Werror" 2>&1); then
+	ok "make -C a copy of examples/ledger builds it without warnings"
+else
+	nok "make -C a copy of examples/ledger builds it without warnings" "$out"
+	finish
+fi
+SOCK=$TMP/ledger.sock
+cd "$TMP/ledger" || finish
+systemd-socket-activate -l "$SOCK" ./ledger >"$TMP/ledger.log" 2>&1 &
+APP_PID=$!
+for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
+
+r=$(fcgi GET /openapi.json)
+doc=$(sed '1,/^\r\?$/d' <<<"$r")
+if grep -q '^Status: 200' <<<"$r" && python3 -c '
+import json, sys
+d = json.loads(sys.stdin.read())
+op = d["paths"]["/v1/transfers"]["post"]
+s = op["requestBody"]["content"]["application/json"]["schema"]
+assert s["required"] == ["from", "to", "amount"], s["required"]
+assert s["additionalProperties"] is False
+assert s["properties"]["amount"]["maximum"] == 1000000000
+x = op["x-idempotency"]
+assert x == {"required": True, "retention_seconds": 86400,
+             "lock_timeout_seconds": 300}, x
+assert any(p["name"] == "Idempotency-Key" and p["required"]
+           for p in op["parameters"])
+' <<<"$doc"; then
+	ok "ledger: GET /openapi.json lists POST /v1/transfers with its declared body and x-idempotency"
+else
+	nok "ledger: GET /openapi.json lists POST /v1/transfers with its declared body and x-idempotency" "$r"
+fi
+
+r=$(fcgi GET /problems/payment-declined)
+if grep -q '^Status: 200' <<<"$r" && grep -q '^Content-Type: text/html' <<<"$r" &&
+    grep -q '<h1>Payment declined</h1>' <<<"$r"; then
+	ok "ledger: GET /problems/payment-declined is its HTML page"
+else
+	nok "ledger: GET /problems/payment-declined is its HTML page" "$r"
+fi
+
+r=$(fcgi POST /v1/transfers CONTENT_TYPE=application/json HTTP_IDEMPOTENCY_KEY=k1)
+if grep -q '^Status: 401' <<<"$r" && grep -q '"instance":"[0-9a-f]\{16\}"' <<<"$r" &&
+    grep -q '"type":"/problems/unauthorized"' <<<"$r"; then
+	ok "ledger: POST /v1/transfers without Authorization -> 401 with instance"
+else
+	nok "ledger: POST /v1/transfers without Authorization -> 401 with instance" "$r"
+fi
+kill -TERM "$APP_PID" 2>/dev/null
+wait "$APP_PID" 2>/dev/null
 APP_PID=
 finish

@@ -251,11 +251,48 @@ test_openapi(void)
 	idem_app_free(app);
 }
 
+/* [server] problem_base: what the config accepts as the types' base. */
+static void
+test_problem_base(void)
+{
+	static const struct { const char *v; int ok; } bases[] = {
+		{ "/problems/", 1 }, { "/api/errors/", 1 },
+		{ "https://docs.example.org/problems/", 1 },
+		{ "urn:example:problems:/", 1 },
+		{ "/problems", 0 }, { "problems/", 0 },
+		{ "/pro blems/", 0 }, { "/p\"/", 0 }, { "/p>/", 0 },
+		{ "/p</", 0 }, { "/\xc3\xa9/", 0 }, { "https:/", 0 },
+	};
+	struct idem_cfg	cfg;
+	char		text[128], err[256];
+	size_t		i;
+	int		rc;
+
+	for (i = 0; i < sizeof(bases) / sizeof(bases[0]); i++) {
+		idem_cfg_init(&cfg);
+		snprintf(text, sizeof(text), "[server]\nproblem_base = %s\n",
+		    bases[i].v);
+		rc = idem_cfg_parse(&cfg, "t.ini", text, strlen(text), err,
+		    sizeof(err));
+		TAP_OK(bases[i].ok ? rc == 0 && strcmp(cfg.problem_base,
+		    bases[i].v) == 0 : rc == -1 && strstr(err, "t.ini:2: "
+		    "problem_base must be") != NULL,
+		    "problem_base = \"%s\" %s (%s)", bases[i].v,
+		    bases[i].ok ? "accepted" : "refused at its line", err);
+		idem_cfg_free(&cfg);
+	}
+	idem_cfg_init(&cfg);
+	TAP_STREQ(cfg.problem_base, "/problems/", "problem_base defaults to "
+	    "the app's own /problems/");
+	idem_cfg_free(&cfg);
+}
+
 int
 main(void)
 {
 	test_cases();
 	test_phases();
 	test_openapi();
+	test_problem_base();
 	return TAP_DONE();
 }
