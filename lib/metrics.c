@@ -5,7 +5,6 @@
  * a socket of its own ([metrics] listen, plain HTTP).
  */
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 

@@ -177,12 +177,15 @@ responses(idem_json *j, const idem_app *app, const struct idem_route *rt)
 	for (status = 400; status < 600; status++) {
 		n = 0;
 		desc[0] = '\0';
-		for (p = 0; p < idem_problem_count(app); p++)
-			if (idem_problem_type(app, p)->status == status &&
-			    answers(rt, p))
-				n += snprintf(desc + strlen(desc), sizeof(desc) -
-				    strlen(desc), "%s%s%s", n ? ", " : "", base,
-				    idem_problem_type(app, p)->slug) > 0;
+		/* The description lists the type URIs of this status. */
+		for (p = 0; p < idem_problem_count(app); p++) {
+			if (idem_problem_type(app, p)->status != status ||
+			    !answers(rt, p))
+				continue;
+			snprintf(desc + strlen(desc), sizeof(desc) - strlen(desc),
+			    "%s%s%s", n++ ? ", " : "", base,
+			    idem_problem_type(app, p)->slug);
+		}
 		if (n == 0)
 			continue;
 		snprintf(code, sizeof(code), "%d", status);

@@ -1,7 +1,8 @@
 /*
  * ledger.c - the second libidem example: transfers between a tenant's
- * accounts in two committed phases, with a declared body, the JSON writer
- * and a problem type of its own answer.
+ * accounts in two committed phases, with a declared body, the JSON writer,
+ * typed parameters and a stored 402 payment-declined when the source
+ * account cannot pay.
  *
  *   POST /v1/transfers   {"from": "a", "to": "b", "amount": 5, "memo": ""}
  *                        phase "started": hold the amount (debit, held row)
