@@ -177,7 +177,7 @@ idem_req_app(const idem_req *req)
 	return req->app;
 }
 
-/* --- parsers --------------------------------------------------------------- */
+/* --- parsers ------------------------------------------------------------ */
 
 /* Absent or empty is 0; anything but 1..20 digits is an error. */
 int

@@ -171,7 +171,8 @@ failed(idem_req *req, int rc)
 		idem_resp_problem(req, IDEM_P_UNAVAILABLE, "%s; retry later",
 		    req->txn.retry_later);
 		req->outcome = IDEM_OUT_ERROR;
-	} else if (rc == IDEM_RC_TRANSIENT || req->db_unavailable || idem_db_broken(req->db))
+	} else if (rc == IDEM_RC_TRANSIENT || req->db_unavailable ||
+	    idem_db_broken(req->db))
 		unavailable(req);
 	else
 		idem_resp_problem(req, IDEM_P_INTERNAL,
@@ -827,7 +828,8 @@ idem_req_defer(idem_req *req, const char *sql, int nparams,
 		PQclear(r);
 		return ok ? 0 : -1;
 	}
-	if (req->txn.ndefer == sizeof(req->txn.defer) / sizeof(req->txn.defer[0]))
+	if (req->txn.ndefer ==
+	    sizeof(req->txn.defer) / sizeof(req->txn.defer[0]))
 		return -1;
 	d = &req->txn.defer[req->txn.ndefer];
 	memset(d, 0, sizeof(*d));

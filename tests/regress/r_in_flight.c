@@ -40,7 +40,8 @@ main(void)
 	TAP_STREQ(rg_header(&dup, "Retry-After", h, sizeof(h)) ? h : "", "1",
 	    "Retry-After: 1");
 	TAP_STREQ(rg_scalar("SELECT count(*) FROM regress_things WHERE "
-	    "api_key_id = $1", rg_tenant(), v, sizeof(v)), "1", "one row: the duplicate did not run");
+	    "api_key_id = $1", rg_tenant(), v, sizeof(v)), "1",
+	    "one row: the duplicate did not run");
 	rg_resp_free(&a);
 	rg_resp_free(&dup);
 	rg_teardown();

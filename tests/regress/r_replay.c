@@ -27,7 +27,8 @@ main(void)
 	TAP_STREQ(rg_header(&b, "Location", h, sizeof(h)) ? h : "",
 	    "/things/x", "the handler's header is replayed");
 	TAP_STREQ(rg_scalar("SELECT count(*) FROM regress_things WHERE "
-	    "api_key_id = $1", rg_tenant(), v, sizeof(v)), "1", "the handler ran once");
+	    "api_key_id = $1", rg_tenant(), v, sizeof(v)), "1",
+	    "the handler ran once");
 	rg_resp_free(&a);
 	rg_resp_free(&b);
 	rg_teardown();

@@ -24,7 +24,8 @@ main(void)
 	TAP_OK(strstr(b.body, "/idempotency-key-reused\"") != NULL,
 	    "problem type idempotency-key-reused: %s", b.body);
 	TAP_STREQ(rg_scalar("SELECT count(*) FROM regress_things WHERE "
-	    "api_key_id = $1", rg_tenant(), v, sizeof(v)), "1", "the second request did not run");
+	    "api_key_id = $1", rg_tenant(), v, sizeof(v)), "1",
+	    "the second request did not run");
 	rg_resp_free(&a);
 	rg_resp_free(&b);
 	rg_teardown();

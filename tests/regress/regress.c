@@ -68,7 +68,7 @@ die(const char *what)
 void
 rg_setup(const char *name, void (*routes)(idem_app *))
 {
-	const char	*conninfo = getenv("IDEM_REGRESS_CONNINFO");
+	const char	*conninfo = getenv("IDEM_REGRESS_CONNINFO"), *tmp;
 	char		*argv[4], err[256], kname[96];
 	int64_t		 id;
 	FILE		*f;
@@ -79,7 +79,9 @@ rg_setup(const char *name, void (*routes)(idem_app *))
 		printf("1..0 # SKIP IDEM_REGRESS_CONNINFO is not set\n");
 		exit(0);
 	}
-	snprintf(conf, sizeof(conf), "/tmp/idem-regress-XXXXXX");
+	tmp = getenv("TMPDIR");
+	snprintf(conf, sizeof(conf), "%s/idem-regress-XXXXXX",
+	    tmp != NULL && *tmp != '\0' ? tmp : P_tmpdir);
 	if ((fd = mkstemp(conf)) == -1 || (f = fdopen(fd, "w")) == NULL)
 		die("cannot write the config");
 	/* Two connections at least: a request may run inside another. */
