@@ -166,7 +166,8 @@ failed(idem_req *req, int rc)
 	}
 	if (rc == 0 && req->status >= 500)
 		return;
-	/* Transient: the database failed, not the request; a retry may succeed. */
+	/* Transient: the database failed, not the request; a retry may
+	 * succeed. */
 	if (req->txn.retry_later) {
 		idem_resp_problem(req, IDEM_P_UNAVAILABLE, "%s; retry later",
 		    req->txn.retry_later);
@@ -350,8 +351,8 @@ deadline_passed(idem_req *req)
 	long long	now = idem_now_us();
 
 	if (now - req->txn.started_us <= req->txn.limits.deadline_ms * 1000 &&
-	    now - req->txn.phase_started_us <= req->txn.limits.phase_deadline_ms *
-	    1000)
+	    now - req->txn.phase_started_us <=
+	    req->txn.limits.phase_deadline_ms * 1000)
 		return 0;
 	idem_log(IDEM_LOG_WARN, "request %s ran past its deadline: abandoned",
 	    req->request_id);
@@ -501,8 +502,8 @@ idem_req_time_left_ms(const idem_req *req)
 	if (req->txn.started_us == 0)
 		return 0;
 	a = req->txn.limits.deadline_ms - (now - req->txn.started_us) / 1000;
-	b = req->txn.limits.phase_deadline_ms - (now - req->txn.phase_started_us) /
-	    1000;
+	b = req->txn.limits.phase_deadline_ms -
+	    (now - req->txn.phase_started_us) / 1000;
 	a = a < b ? a : b;
 	return a > 0 ? a : 0;
 }
@@ -510,7 +511,8 @@ idem_req_time_left_ms(const idem_req *req)
 const char *
 idem_req_recovery_point(const idem_req *req)
 {
-	return req->txn.recovery_point[0] != '\0' ? req->txn.recovery_point : NULL;
+	return req->txn.recovery_point[0] != '\0' ? req->txn.recovery_point :
+	    NULL;
 }
 
 int64_t
@@ -528,7 +530,8 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	int		 rc;
 
 	if (!req->txn.phased || req->db == NULL || next == NULL ||
-	    strlen(next) == 0 || strlen(next) >= sizeof(req->txn.recovery_point))
+	    strlen(next) == 0 ||
+	    strlen(next) >= sizeof(req->txn.recovery_point))
 		return -1;
 	if (deadline_passed(req))
 		return -1;
@@ -548,8 +551,8 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	rc = commit_with(req, &update, NULL);
 	if (rc != 0) {
 		if (rc == IDEM_RC_TRANSIENT)
-			req->txn.retry_later = "this request no longer holds its "
-			    "Idempotency-Key";
+			req->txn.retry_later = "this request no longer holds "
+			    "its Idempotency-Key";
 		return -1;
 	}
 	strcpy(req->txn.recovery_point, next);
@@ -762,10 +765,10 @@ idem_idempotent_run(idem_req *req)
 		token_text(r, req->txn.lease_token);
 		if (req->txn.phased) {
 			req->txn.resumed = !row.inserted;
-			req->txn.record_id = get_i64(r, row.inserted ? C_INSERTED :
-			    C_ID);
-			strcpy(req->txn.recovery_point, row.inserted ? "started" :
-			    PQgetvalue(r, 0, C_POINT));
+			req->txn.record_id = get_i64(r, row.inserted ?
+			    C_INSERTED : C_ID);
+			strcpy(req->txn.recovery_point, row.inserted ?
+			    "started" : PQgetvalue(r, 0, C_POINT));
 		}
 		idem_pipeline_clear(q, nq);
 		execute(req);
