@@ -201,8 +201,12 @@ def main():
         print("1..1")
         return 0
     tmp = tempfile.mkdtemp(prefix="idem-prometheus.")
-    alerts = promtool_checks(a.srcdir)
-    end_to_end(a, tmp, alerts)
+    try:
+        alerts = promtool_checks(a.srcdir)
+        end_to_end(a, tmp, alerts)
+    finally:
+        if not os.environ.get("IDEM_KEEP_TMP"):
+            shutil.rmtree(tmp, ignore_errors=True)
     return done()
 
 

@@ -16,6 +16,7 @@ import email.utils
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -246,6 +247,8 @@ def main():
         drain_with_backlog(a, tmp, d, tenant)
     finally:
         d.sql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % name, db="postgres")
+        if not os.environ.get("IDEM_KEEP_TMP"):
+            shutil.rmtree(tmp, ignore_errors=True)
     return done()
 
 
