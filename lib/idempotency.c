@@ -80,6 +80,10 @@ static const char sql_finish[] =
 static const char sql_advance[] =
 	"SELECT idem_advance($1::bigint, $2::uuid, $3, $4::bigint)";
 
+/* Why a fenced write failed, for the 503: the lease is someone else's. */
+static const char lost_key[] = "this request no longer holds its "
+    "Idempotency-Key";
+
 static int	deadline_passed(idem_req *);
 
 static int64_t
@@ -348,8 +352,7 @@ store_and_commit(idem_req *req)
 	rc = commit_with(req, &rec, &req->key_expires);
 	idem_buf_free(&hj);
 	if (rc == -2 && req->phased)
-		req->retry_later = "this request no longer holds its "
-		    "Idempotency-Key";
+		req->retry_later = lost_key;
 	return rc;
 }
 
@@ -392,8 +395,7 @@ renew(idem_req *req)
 	rc = idem_flight(req->db, &q, 1, &req->round_trips);
 	idem_flight_clear(&q, 1);
 	if (rc == -2)
-		req->retry_later = "this request no longer holds its "
-		    "Idempotency-Key";
+		req->retry_later = lost_key;
 	return rc == 0 ? 0 : -1;
 }
 
@@ -543,8 +545,7 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	rc = commit_with(req, &update, NULL);
 	if (rc != 0) {
 		if (rc == -2)
-			req->retry_later = "this request no longer holds its "
-			    "Idempotency-Key";
+			req->retry_later = lost_key;
 		return -1;
 	}
 	strcpy(req->recovery_point, next);
