@@ -590,9 +590,13 @@ static int
 check_route_limits(struct parse *ps, const struct idem_cfg_route *r,
     unsigned long lock_line, unsigned long req_line, unsigned long ttl_line)
 {
+	static const unsigned long	 unset[4];
 	struct idem_route_limits	 l;
 	char				 where[300] = "";
-	unsigned long			 line;
+	/* Where each value was set: its route key, else [idempotency] or
+	 * [server], else the route's header (0: a default). */
+	const unsigned long		*rk = r ? r->key_line : unset;
+	unsigned long			 rl = r ? r->line : 0, line;
 
 	idem_cfg_route_limits(ps->cfg, r ? r->method : NULL, r ? r->path : NULL,
 	    &l);
@@ -600,23 +604,21 @@ check_route_limits(struct parse *ps, const struct idem_cfg_route *r,
 		snprintf(where, sizeof(where), " of [route \"%s %.256s\"]",
 		    r->method, r->path);
 	if (l.lock_timeout_ms <= l.deadline_ms) {
-		line = r && r->key_line[1] ? r->key_line[1] : r &&
-		    r->key_line[2] ? r->key_line[2] : lock_line ? lock_line :
-		    req_line ? req_line : r ? r->line : 0;
+		line = rk[1] ? rk[1] : rk[2] ? rk[2] : lock_line ? lock_line :
+		    req_line ? req_line : rl;
 		return perr(ps, line, "lock_timeout (%lldms)%s must be greater "
 		    "than its deadline (%lldms): the lease of a request still "
 		    "running could lapse", l.lock_timeout_ms, where,
 		    l.deadline_ms);
 	}
 	if (l.phase_deadline_ms > l.deadline_ms) {
-		line = r && r->key_line[3] ? r->key_line[3] : r ? r->line : 0;
+		line = rk[3] ? rk[3] : rl;
 		return perr(ps, line, "phase_deadline (%lldms)%s must not be "
 		    "greater than its deadline (%lldms)", l.phase_deadline_ms,
 		    where, l.deadline_ms);
 	}
 	if (l.ttl_ms < l.deadline_ms + l.lock_timeout_ms) {
-		line = r && r->key_line[0] ? r->key_line[0] : ttl_line ?
-		    ttl_line : r ? r->line : lock_line;
+		line = rk[0] ? rk[0] : ttl_line ? ttl_line : r ? rl : lock_line;
 		return perr(ps, line, "ttl (%lldms)%s must be at least its "
 		    "deadline + lock_timeout (%lldms): the key could expire "
 		    "while its request may still run", l.ttl_ms, where,

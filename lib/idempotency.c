@@ -78,6 +78,10 @@ static const char sql_finish[] =
 static const char sql_advance[] =
 	"SELECT idem_advance($1::bigint, $2::uuid, $3, $4::bigint)";
 
+/* Why a fenced write failed, for the 503: the lease is someone else's. */
+static const char lost_key[] = "this request no longer holds its "
+    "Idempotency-Key";
+
 static int	deadline_passed(idem_req *);
 
 static int64_t
@@ -335,8 +339,7 @@ store_and_commit(idem_req *req)
 	rc = commit_with(req, &rec, &req->txn.key_expires);
 	idem_buf_free(&hj);
 	if (rc == IDEM_RC_TRANSIENT && req->txn.phased)
-		req->txn.retry_later = "this request no longer holds its "
-		    "Idempotency-Key";
+		req->txn.retry_later = lost_key;
 	return rc;
 }
 
@@ -379,8 +382,7 @@ renew(idem_req *req)
 	rc = idem_pipeline(req->db, &q, 1, &req->round_trips);
 	idem_pipeline_clear(&q, 1);
 	if (rc == IDEM_RC_TRANSIENT)
-		req->txn.retry_later = "this request no longer holds its "
-		    "Idempotency-Key";
+		req->txn.retry_later = lost_key;
 	return rc == 0 ? 0 : -1;
 }
 
@@ -551,8 +553,7 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	rc = commit_with(req, &update, NULL);
 	if (rc != 0) {
 		if (rc == IDEM_RC_TRANSIENT)
-			req->txn.retry_later = "this request no longer holds "
-			    "its Idempotency-Key";
+			req->txn.retry_later = lost_key;
 		return -1;
 	}
 	strcpy(req->txn.recovery_point, next);

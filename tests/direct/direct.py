@@ -6,12 +6,16 @@ a [metrics] listen socket."""
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+
+# free_port is the integration harness's (re-exported for the tests here).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "integration"))
+from harness import free_port  # noqa: E402,F401
 
 N = 0
 FAILED = 0
@@ -97,15 +101,6 @@ class App:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             return None
-
-
-def free_port():
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_for(cond, timeout, step=0.05):

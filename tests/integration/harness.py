@@ -174,6 +174,16 @@ class T:
                         % (doc["detail"], detail_has))
         return doc
 
+    def expect_nothing_stored(self, fn):
+        """fn(self) must store nothing and leave the worker alive."""
+        if not getattr(self.env, "known_pids", None):
+            self.remember_pids()
+        before = self.db.counts()
+        fn(self)
+        self.expect_counts_unchanged(before)
+        why = self.alive()
+        self.expect(why is None, "worker not alive afterwards: %s" % why)
+
     def expect_counts_unchanged(self, before, what="row counts"):
         after = self.env.db.counts()
         if after != before:

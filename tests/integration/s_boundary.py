@@ -30,17 +30,6 @@ def zeros(size):
     return b"[" + b"0," * (n - 1) + b"0]"
 
 
-def unchanged(t, fn):
-    """fn(t) must store nothing and leave the worker alive."""
-    if not getattr(t.env, "known_pids", None):
-        t.remember_pids()
-    before = t.db.counts()
-    fn(t)
-    t.expect_counts_unchanged(before)
-    why = t.alive()
-    t.expect(why is None, "worker not alive afterwards: %s" % why)
-
-
 # --- 1. U+0000 --------------------------------------------------------------
 
 HIDDEN = (b'{"amount":100,"currency":"usd","description":"ok\\u0000%s",'
@@ -59,7 +48,7 @@ def _(t):
                  "detail says why: %r" % doc.get("detail"))
         r = t.post(PAY, HIDDEN % b"OTHER", key=key)
         t.expect_problem(r, 400, "invalid-json")
-    unchanged(t, fn)
+    t.expect_nothing_stored(fn)
 
 
 @check("U+0000 in a member name (\"amount\\u0000junk\") -> 400 invalid-json "
@@ -71,7 +60,7 @@ def _(t):
         doc = t.expect_problem(r, 400, "invalid-json")
         t.expect("member name" in doc.get("detail", ""),
                  "detail names the member name: %r" % doc.get("detail"))
-    unchanged(t, fn)
+    t.expect_nothing_stored(fn)
 
 
 @check("a raw NUL byte inside a JSON string -> 400 invalid-json saying so")
@@ -82,7 +71,7 @@ def _(t):
         doc = t.expect_problem(r, 400, "invalid-json")
         t.expect("NUL" in doc.get("detail", ""),
                  "detail says why: %r" % doc.get("detail"))
-    unchanged(t, fn)
+    t.expect_nothing_stored(fn)
 
 
 @check("an escaped backslash before u0000 is no NUL: 201, stored as sent")
@@ -105,7 +94,7 @@ def _(t):
         doc = t.expect_problem(r, 413, "payload-too-large")
         t.expect("more than %d JSON values" % MAX_VALUES in
                  doc.get("detail", ""), "detail: %r" % doc.get("detail"))
-    unchanged(t, fn)
+    t.expect_nothing_stored(fn)
 
 
 @check("an unknown API key with an invalid JSON body -> 401 (refused "
@@ -117,7 +106,7 @@ def _(t):
         t.expect_problem(r, 401, "unauthorized")
         t.expect_eq(r.header("WWW-Authenticate"), "Bearer",
                     "WWW-Authenticate")
-    unchanged(t, fn)
+    t.expect_nothing_stored(fn)
 
 
 @check("an unknown API key with a 1 MiB [0,0,...] body -> 401")
@@ -126,7 +115,7 @@ def _(t):
         r = t.post(PAY, zeros(MAX_BODY), key=t.new_key("unk"),
                    token="sk_bogus_%s" % t.env.run_id)
         t.expect_problem(r, 401, "unauthorized")
-    unchanged(t, fn)
+    t.expect_nothing_stored(fn)
 
 
 @check("a revoked key is refused before its body is parsed within the "
@@ -251,7 +240,7 @@ def _(t):
                     t.answered_by(t.fixture)
                     t.expect(400 <= r.status < 500, "%s: %d"
                              % (name, r.status))
-    unchanged(t, fn)
+    t.expect_nothing_stored(fn)
 
 
 @check("Idempotency-Key plus an odd spelling with another key: the record "
@@ -295,4 +284,4 @@ def _(t):
         else:
             t.answered_by(t.fixture)
             t.expect(400 <= r.status < 500, "two fields: %d" % r.status)
-    unchanged(t, fn)
+    t.expect_nothing_stored(fn)

@@ -20,13 +20,7 @@ def fcheck(name):
     def deco(fn):
         @check("fcgi: " + name, needs=("fcgi",))
         def wrapper(t):
-            if not getattr(t.env, "known_pids", None):
-                t.remember_pids()
-            before = t.db.counts()
-            fn(t)
-            t.expect_counts_unchanged(before)
-            why = t.alive()
-            t.expect(why is None, "worker not alive afterwards: %s" % why)
+            t.expect_nothing_stored(fn)
         return fn
     return deco
 

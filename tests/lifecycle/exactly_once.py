@@ -327,6 +327,15 @@ def abandoned(t, fault, label):
     return key, body, rec
 
 
+def wait_lease_lapsed(t, rec):
+    """Until the record's lease has lapsed by the database's clock (what the
+    completer and a takeover go by)."""
+    wait_until(lambda: t.env.db.int(
+        "select count(*) from idempotency_keys where id = %d and "
+        "lease_until <= now()" % rec["id"]) == 1, LOCK_TIMEOUT_S + 10,
+        "the dead owner's lease lapsed")
+
+
 def late_retry_replays(t, key, body, status, pid):
     env = t.env
     calls = env.sim.stats()["calls"]
@@ -352,10 +361,7 @@ def completer_finishes(t, fault, label):
     t.expect_eq((after["state"], after["locked_at"]),
                 ("in_progress", rec["locked_at"]), "the record after a "
                 "completer run within its lease")
-    wait_until(lambda: env.db.int(
-        "select count(*) from idempotency_keys where id = %d and "
-        "lease_until <= now()" % rec["id"]) == 1, LOCK_TIMEOUT_S + 10,
-        "the dead owner's lease lapsed")
+    wait_lease_lapsed(t, rec)
     done, left = complete(t)
     t.expect(done >= 1, "idemctl complete completed %d keys" % done)
     fin = expect_completed(t, key, 201)
@@ -389,10 +395,7 @@ def _(t):
     env = t.env
     st0 = env.sim.stats()
     key, body, rec = abandoned(t, "after:payment_created", "race")
-    wait_until(lambda: env.db.int(
-        "select count(*) from idempotency_keys where id = %d and "
-        "lease_until <= now()" % rec["id"]) == 1, LOCK_TIMEOUT_S + 10,
-        "the dead owner's lease lapsed")
+    wait_lease_lapsed(t, rec)
     res = {}
     th = threading.Thread(target=lambda: res.update(c=complete(t)),
                           daemon=True)
@@ -427,10 +430,7 @@ def _(t):
     st0 = env.sim.stats()
     key, body, rec = abandoned(t, "after:payment_created", "cref")
     pid = env.payments_described(body["description"])[0]["id"]
-    wait_until(lambda: env.db.int(
-        "select count(*) from idempotency_keys where id = %d and "
-        "lease_until <= now()" % rec["id"]) == 1, LOCK_TIMEOUT_S + 10,
-        "the dead owner's lease lapsed")
+    wait_lease_lapsed(t, rec)
     env.sim.control("decline", count=1)
     done, left = complete(t)
     t.expect(done >= 1, "idemctl complete completed %d keys" % done)
