@@ -241,7 +241,8 @@ idem_app_prepare(idem_app *app)
 	if (problem_route(app) == -1)
 		return 1;
 	if ((app->pool = idem_pool_new(app->cfg.conninfo, app->cfg.pool_size,
-	    app->cfg.request_timeout_ms)) == NULL) {
+	    app->cfg.request_timeout_ms,
+	    idem_cfg_prepared(&app->cfg))) == NULL) {
 		idem_log(IDEM_LOG_ERROR, "out of memory");
 		return 1;
 	}

@@ -103,8 +103,8 @@ idem_complete_abandoned(idem_app *app, long max, long *completed,
 	if (max <= 0)
 		max = 100;
 	snprintf(lim, sizeof(lim), "%ld", max);
-	if ((db = idem_pool_acquire(app->pool, app->cfg.acquire_timeout_ms))
-	    == NULL)
+	if ((db = idem_pool_acquire(app->pool, app->cfg.acquire_timeout_ms,
+	    NULL)) == NULL)
 		return -1;
 	r = PQexec(db, "BEGIN; SELECT pg_try_advisory_xact_lock("
 	    COMPLETER_LOCK ")");

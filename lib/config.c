@@ -64,7 +64,7 @@ enum cfg_type {
 	T_SIZE,		/* size_t, range */
 	T_DUR,		/* long long milliseconds */
 	T_STR,		/* char * */
-	T_LEVEL,	/* char *, one of the log levels */
+	T_CHOICE,	/* char *, one of choices ("a|b|c") */
 	T_ADDRS,	/* char *, comma-separated IP addresses */
 	T_URIBASE,	/* char *, a URI (reference) ending in '/' */
 };
@@ -75,28 +75,36 @@ struct cfg_key {
 	enum cfg_type	 type;
 	size_t		 off;
 	long long	 min, max;
+	const char	*choices;	/* T_CHOICE */
 };
 
 #define OFF(f)	offsetof(struct idem_cfg, f)
 
 static const struct cfg_key cfg_keys[] = {
-	{ S_SERVER, "threads", T_UINT, OFF(threads), 1, 256 },
-	{ S_SERVER, "max_body", T_SIZE, OFF(max_body), 1, 64 * (long long)MIB },
+	{ S_SERVER, "threads", T_UINT, OFF(threads), 1, 256, NULL },
+	{ S_SERVER, "max_body", T_SIZE, OFF(max_body), 1, 64 * (long long)MIB,
+	    NULL },
 	{ S_SERVER, "max_json_values", T_UINT, OFF(max_json_values), 1,
-	    10000000 },
-	{ S_SERVER, "request_timeout", T_DUR, OFF(request_timeout_ms), 0, 0 },
-	{ S_SERVER, "listen", T_STR, OFF(listen), 0, 0 },
-	{ S_SERVER, "log_level", T_LEVEL, OFF(log_level), 0, 0 },
-	{ S_SERVER, "problem_base", T_URIBASE, OFF(problem_base), 0, 0 },
-	{ S_DATABASE, "conninfo", T_STR, OFF(conninfo), 0, 0 },
-	{ S_DATABASE, "pool_size", T_UINT, OFF(pool_size), 1, 1024 },
-	{ S_DATABASE, "acquire_timeout", T_DUR, OFF(acquire_timeout_ms), 0, 0 },
-	{ S_IDEM, "ttl", T_DUR, OFF(ttl_ms), 0, 0 },
-	{ S_IDEM, "lock_timeout", T_DUR, OFF(lock_timeout_ms), 0, 0 },
-	{ S_IDEM, "evict_interval", T_DUR, OFF(evict_interval_ms), 0, 0 },
-	{ S_IDEM, "evict_batch", T_LONG, OFF(evict_batch), 1, 1000000 },
-	{ S_METRICS, "allow", T_ADDRS, OFF(metrics_allow), 0, 0 },
-	{ S_METRICS, "listen", T_STR, OFF(metrics_listen), 0, 0 },
+	    10000000, NULL },
+	{ S_SERVER, "request_timeout", T_DUR, OFF(request_timeout_ms), 0, 0,
+	    NULL },
+	{ S_SERVER, "listen", T_STR, OFF(listen), 0, 0, NULL },
+	{ S_SERVER, "log_level", T_CHOICE, OFF(log_level), 0, 0,
+	    "debug|info|warn|error" },
+	{ S_SERVER, "problem_base", T_URIBASE, OFF(problem_base), 0, 0, NULL },
+	{ S_DATABASE, "conninfo", T_STR, OFF(conninfo), 0, 0, NULL },
+	{ S_DATABASE, "pool_size", T_UINT, OFF(pool_size), 1, 1024, NULL },
+	{ S_DATABASE, "acquire_timeout", T_DUR, OFF(acquire_timeout_ms), 0, 0,
+	    NULL },
+	{ S_DATABASE, "prepared_statements", T_CHOICE,
+	    OFF(prepared_statements), 0, 0, "on|off|auto" },
+	{ S_IDEM, "ttl", T_DUR, OFF(ttl_ms), 0, 0, NULL },
+	{ S_IDEM, "lock_timeout", T_DUR, OFF(lock_timeout_ms), 0, 0, NULL },
+	{ S_IDEM, "evict_interval", T_DUR, OFF(evict_interval_ms), 0, 0,
+	    NULL },
+	{ S_IDEM, "evict_batch", T_LONG, OFF(evict_batch), 1, 1000000, NULL },
+	{ S_METRICS, "allow", T_ADDRS, OFF(metrics_allow), 0, 0, NULL },
+	{ S_METRICS, "listen", T_STR, OFF(metrics_listen), 0, 0, NULL },
 };
 #define NKEYS	(sizeof(cfg_keys) / sizeof(cfg_keys[0]))
 
@@ -200,6 +208,7 @@ idem_cfg_init(struct idem_cfg *cfg)
 	cfg->request_timeout_ms = 30 * MS_SECOND;
 	/* NULL here on out of memory; idem_cfg_parse() then reports it. */
 	cfg->log_level = strdup("info");
+	cfg->prepared_statements = strdup("auto");
 	/* Relative: the app serves these documents itself (problem.c). */
 	cfg->problem_base = strdup("/problems/");
 	cfg->pool_size = 0;
@@ -387,6 +396,46 @@ uri_base_ok(const char *s)
 	    strncmp(s, "urn:", 4) == 0 || strncmp(s, "tag:", 4) == 0);
 }
 
+/* Is v one of the '|'-separated words of choices? */
+static int
+is_choice(const char *choices, const char *v)
+{
+	const char	*p = choices, *e;
+	size_t		 n = strlen(v);
+
+	for (;;) {
+		e = strchr(p, '|');
+		if ((size_t)((e ? e : p + strlen(p)) - p) == n &&
+		    strncmp(p, v, n) == 0)
+			return 1;
+		if (e == NULL)
+			return 0;
+		p = e + 1;
+	}
+}
+
+/* "name must be a, b or c" */
+static int
+choice_err(struct parse *ps, const struct cfg_key *k)
+{
+	char		 list[128];
+	const char	*last = strrchr(k->choices, '|');
+	size_t		 i, o = 0;
+
+	for (i = 0; k->choices[i] != '\0' && o + 5 < sizeof(list); i++) {
+		if (k->choices + i == last) {
+			memcpy(list + o, " or ", 4);
+			o += 4;
+		} else if (k->choices[i] == '|') {
+			memcpy(list + o, ", ", 2);
+			o += 2;
+		} else
+			list[o++] = k->choices[i];
+	}
+	list[o] = '\0';
+	return perr(ps, ps->line, "%s must be %s", k->name, list);
+}
+
 static int
 set_builtin(struct parse *ps, const struct cfg_key *k, const char *v)
 {
@@ -422,11 +471,9 @@ set_builtin(struct parse *ps, const struct cfg_key *k, const char *v)
 			    "24h or 7d (at most 3650d)", k->name);
 		*(long long *)(void *)base = ms;
 		return 0;
-	case T_LEVEL:
-		if (strcmp(v, "debug") != 0 && strcmp(v, "info") != 0 &&
-		    strcmp(v, "warn") != 0 && strcmp(v, "error") != 0)
-			return perr(ps, ps->line,
-			    "%s must be debug, info, warn or error", k->name);
+	case T_CHOICE:
+		if (!is_choice(k->choices, v))
+			return choice_err(ps, k);
 		break;
 	case T_ADDRS:
 		if (check_addrs(v) == -1)
@@ -802,7 +849,8 @@ idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
 	ps.errlen = errlen;
 	if (cfg == NULL || (text == NULL && len > 0))
 		return perr(&ps, 0, "invalid arguments");
-	if (cfg->log_level == NULL || cfg->metrics_allow == NULL ||
+	if (cfg->log_level == NULL || cfg->prepared_statements == NULL ||
+	    cfg->metrics_allow == NULL ||
 	    (name != NULL && set_str(&cfg->file, name) == -1))
 		return perr(&ps, 0, "out of memory");
 	/* An editor's UTF-8 byte order mark is not part of the first line. */
@@ -959,6 +1007,7 @@ idem_cfg_free(struct idem_cfg *cfg)
 		return;
 	free(cfg->listen);
 	free(cfg->log_level);
+	free(cfg->prepared_statements);
 	free(cfg->problem_base);
 	free(cfg->conninfo);
 	free(cfg->metrics_allow);
@@ -978,4 +1027,14 @@ idem_cfg_free(struct idem_cfg *cfg)
 		free(kv);
 	}
 	memset(cfg, 0, sizeof(*cfg));
+}
+
+enum idem_prepared
+idem_cfg_prepared(const struct idem_cfg *cfg)
+{
+	if (strcmp(cfg->prepared_statements, "on") == 0)
+		return IDEM_PREPARED_ON;
+	if (strcmp(cfg->prepared_statements, "off") == 0)
+		return IDEM_PREPARED_OFF;
+	return IDEM_PREPARED_AUTO;
 }

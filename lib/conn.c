@@ -13,7 +13,7 @@ idem_req_conn(idem_req *req)
 	if (req->db == NULL && !req->db_unavailable) {
 		t0 = idem_now_us();
 		req->db = idem_pool_acquire(req->app->pool,
-		    req->app->cfg.acquire_timeout_ms);
+		    req->app->cfg.acquire_timeout_ms, &req->stmts);
 		if (req->npool_waits < sizeof(req->pool_wait_us) /
 		    sizeof(req->pool_wait_us[0]))
 			req->pool_wait_us[req->npool_waits++] =
@@ -30,4 +30,5 @@ idem_req_conn_release(idem_req *req)
 	if (req->db != NULL)
 		idem_pool_release(req->app->pool, req->db);
 	req->db = NULL;
+	req->stmts = NULL;
 }

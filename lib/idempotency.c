@@ -272,7 +272,7 @@ commit_with(idem_req *req, const struct idem_q *record, long long *value)
 	n = defer_queue(req, q, n);
 	q[n++] = *record;
 	q[n++].sql = "COMMIT";
-	rc = idem_pipeline(req->db, q, n, &req->round_trips);
+	rc = idem_pipeline(req->db, req->stmts, q, n, &req->round_trips);
 	req->txn.txn_open = 0;
 	if (rc == 0 && !wrote_one(q[n - 2].res))
 		rc = -1;
@@ -379,7 +379,7 @@ renew(idem_req *req)
 	q.sql = sql_advance;
 	q.n = 4;
 	q.vals = vals;
-	rc = idem_pipeline(req->db, &q, 1, &req->round_trips);
+	rc = idem_pipeline(req->db, req->stmts, &q, 1, &req->round_trips);
 	idem_pipeline_clear(&q, 1);
 	if (rc == IDEM_RC_TRANSIENT)
 		req->txn.retry_later = lost_key;
@@ -736,13 +736,13 @@ idem_idempotent_run(idem_req *req)
 	nq = 2;
 	if (req->txn.phased)
 		q[nq++].sql = "COMMIT";
-	rc = idem_pipeline(req->db, q, nq, &req->round_trips);
+	rc = idem_pipeline(req->db, req->stmts, q, nq, &req->round_trips);
 	if (rc == IDEM_RC_TRANSIENT && idem_db_broken(req->db)) {
 		/* Nothing happened yet: once more, on a re-established one. */
 		idem_pipeline_clear(q, nq);
 		idem_req_conn_release(req);
 		if (idem_req_db(req) != NULL)
-			rc = idem_pipeline(req->db, q, nq, &req->round_trips);
+			rc = idem_pipeline(req->db, req->stmts, q, nq, &req->round_trips);
 	}
 	if (rc != 0) {
 		idem_pipeline_clear(q, nq);

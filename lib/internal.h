@@ -18,6 +18,13 @@
  * meaning instead of bare -2 and +1.  The values are the ones callers
  * compared with before the names existed.
  */
+/* [database] prepared_statements */
+enum idem_prepared {
+	IDEM_PREPARED_OFF,
+	IDEM_PREPARED_ON,
+	IDEM_PREPARED_AUTO,	/* on, unless a pooler answers for the server */
+};
+
 enum idem_rc {
 	IDEM_RC_OK = 0,
 	IDEM_RC_FAIL = -1,	/* failed: the request (or the data) is wrong */
@@ -207,6 +214,7 @@ struct idem_cfg {
 	char			*conninfo;		/* NULL: PG* env */
 	unsigned		 pool_size;		/* 0: = threads */
 	long long		 acquire_timeout_ms;	/* 2 s */
+	char			*prepared_statements;	/* "auto" */
 	/* [idempotency] */
 	long long		 ttl_ms;		/* 24 h */
 	long long		 lock_timeout_ms;	/* 5 m */
@@ -237,6 +245,8 @@ int	idem_cfg_parse(struct idem_cfg *cfg, const char *name,
 	    const char *text, size_t len, char *err, size_t errlen);
 int	idem_cfg_load(struct idem_cfg *cfg, const char *path,
 	    char *err, size_t errlen);
+/* [database] prepared_statements as an enum. */
+enum idem_prepared idem_cfg_prepared(const struct idem_cfg *cfg);
 /* TTL for a route (the override, else ttl_ms). */
 long long idem_cfg_route_ttl(const struct idem_cfg *cfg, const char *method,
 	    const char *pattern);

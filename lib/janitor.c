@@ -37,8 +37,8 @@ run_once(idem_app *app)
 	long		 evicted = 0, reclaimed = 0, completed, left;
 	int		 rc, crc;
 
-	if ((db = idem_pool_acquire(app->pool, app->cfg.acquire_timeout_ms))
-	    == NULL)
+	if ((db = idem_pool_acquire(app->pool, app->cfg.acquire_timeout_ms,
+	    NULL)) == NULL)
 		return -1;
 	rc = idem_evict_bounded(db, app->cfg.evict_batch, 0, idem_now_us() +
 	    RUN_BUDGET_MS * 1000LL, &app->stopping, &evicted);

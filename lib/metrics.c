@@ -378,7 +378,8 @@ serve_scrape(idem_app *app, int fd)
 		return;
 	if (peer_allowed(app, fd) && strncmp(head, "GET /metrics", 12) == 0 &&
 	    (head[12] == ' ' || head[12] == '?')) {
-		db = idem_pool_acquire(app->pool, app->cfg.acquire_timeout_ms);
+		db = idem_pool_acquire(app->pool,
+		    app->cfg.acquire_timeout_ms, NULL);
 		render(app, db, &b);
 		if (db != NULL)
 			idem_pool_release(app->pool, db);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "private.h"
+#include "stmts.h"
 
 struct idem_pool {
 	pthread_mutex_t	 mu;
@@ -19,9 +20,12 @@ struct idem_pool {
 	char		*conninfo;
 	unsigned	 size;
 	unsigned	 nbusy;
-	char		 setup[160];	/* run on every new connection */
+	char		 setup[200];	/* run on every new connection */
+	enum idem_prepared prepared;
+	atomic_int	 said_pooler;	/* logged once */
 	PGconn		**conns;
 	unsigned char	*busy;
+	struct idem_stmts *stmts;	/* per connection */
 };
 
 int64_t
@@ -73,7 +77,8 @@ idem_db_connect(const char *conninfo, long long timeout_ms)
 }
 
 struct idem_pool *
-idem_pool_new(const char *conninfo, unsigned size, long long timeout_ms)
+idem_pool_new(const char *conninfo, unsigned size, long long timeout_ms,
+    enum idem_prepared prepared)
 {
 	struct idem_pool	*p;
 	pthread_condattr_t	 ca;
@@ -81,23 +86,27 @@ idem_pool_new(const char *conninfo, unsigned size, long long timeout_ms)
 	if (size == 0 || (p = calloc(1, sizeof(*p))) == NULL)
 		return NULL;
 	p->size = size;
+	p->prepared = prepared;
 	p->conns = calloc(size, sizeof(*p->conns));
 	p->busy = calloc(size, 1);
+	p->stmts = calloc(size, sizeof(*p->stmts));
 	if (conninfo != NULL)
 		p->conninfo = strdup(conninfo);
-	if (p->conns == NULL || p->busy == NULL ||
+	if (p->conns == NULL || p->busy == NULL || p->stmts == NULL ||
 	    (conninfo != NULL && p->conninfo == NULL)) {
 		free(p->conns);
 		free(p->busy);
+		free(p->stmts);
 		free(p->conninfo);
 		free(p);
 		return NULL;
 	}
 	/* No statement, nor a transaction left idle by a stuck or killed
-	 * handler, outlives the request timeout. */
+	 * handler, outlives the request timeout.  The backend's pid tells
+	 * whether a pooler stands between us and the server (below). */
 	snprintf(p->setup, sizeof(p->setup), "SET statement_timeout = %lld; "
-	    "SET idle_in_transaction_session_timeout = %lld", timeout_ms,
-	    timeout_ms);
+	    "SET idle_in_transaction_session_timeout = %lld; "
+	    "SELECT pg_backend_pid()", timeout_ms, timeout_ms);
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -133,15 +142,43 @@ pool_check(PGconn *db)
 	}
 }
 
+/*
+ * A new or re-established session: nothing is prepared on it yet.  With
+ * prepared_statements = auto, statements are named only where the pid the
+ * server announced at connection start is the pid of the backend that
+ * answers: a pooler (pgbouncer) announces a pid of its own, and may run
+ * the next transaction in another session, which has not seen ours.
+ */
 static void
-pool_setup(struct idem_pool *p, PGconn *db)
+pool_setup(struct idem_pool *p, unsigned i)
 {
-	if (db != NULL && PQstatus(db) == CONNECTION_OK)
-		PQclear(PQexec(db, p->setup));
+	PGconn			*db = p->conns[i];
+	struct idem_stmts	*s = &p->stmts[i];
+	PGresult		*r;
+	int			 direct;
+
+	idem_stmts_forget(s);
+	s->enabled = p->prepared != IDEM_PREPARED_OFF;
+	s->always = p->prepared == IDEM_PREPARED_ON;
+	if (db == NULL || PQstatus(db) != CONNECTION_OK)
+		return;
+	r = PQexec(db, p->setup);
+	direct = PQresultStatus(r) == PGRES_TUPLES_OK &&
+	    PQntuples(r) == 1 &&
+	    atol(PQgetvalue(r, 0, 0)) == (long)PQbackendPID(db);
+	PQclear(r);
+	if (p->prepared != IDEM_PREPARED_AUTO || direct)
+		return;
+	s->enabled = 0;
+	if (atomic_exchange(&p->said_pooler, 1) == 0)
+		idem_log(IDEM_LOG_INFO, "pool: a connection pooler answers "
+		    "for the server; statements are sent unnamed "
+		    "([database] prepared_statements = auto)");
 }
 
 PGconn *
-idem_pool_acquire(struct idem_pool *p, long long timeout_ms)
+idem_pool_acquire(struct idem_pool *p, long long timeout_ms,
+    struct idem_stmts **stmts)
 {
 	struct timespec	 dl;
 	unsigned	 i;
@@ -172,18 +209,21 @@ idem_pool_acquire(struct idem_pool *p, long long timeout_ms)
 	/* Connecting happens outside the lock: it can take a while. */
 	if (p->conns[i] == NULL) {
 		p->conns[i] = idem_db_connect(p->conninfo, timeout_ms);
-		pool_setup(p, p->conns[i]);
+		pool_setup(p, i);
 	} else {
 		pool_check(p->conns[i]);
 		if (PQstatus(p->conns[i]) != CONNECTION_OK) {
 			PQreset(p->conns[i]);
-			pool_setup(p, p->conns[i]);
+			pool_setup(p, i);
 		}
 	}
 	db = p->conns[i];
 	if (db != NULL && PQstatus(db) == CONNECTION_OK &&
-	    PQtransactionStatus(db) == PQTRANS_IDLE)
+	    PQtransactionStatus(db) == PQTRANS_IDLE) {
+		if (stmts != NULL)
+			*stmts = &p->stmts[i];
 		return db;
+	}
 	idem_log(IDEM_LOG_ERROR, "pool: cannot connect: %s",
 	    db ? PQerrorMessage(db) : "out of memory");
 	pthread_mutex_lock(&p->mu);
@@ -214,13 +254,23 @@ idem_pool_release(struct idem_pool *p, PGconn *db)
 
 	if (db == NULL)
 		return;
+	/* Another thread may be connecting its slot: look under the lock. */
+	pthread_mutex_lock(&p->mu);
+	for (i = 0; i < p->size; i++)
+		if (p->conns[i] == db && p->busy[i])
+			break;
+	pthread_mutex_unlock(&p->mu);
+	if (i == p->size)
+		return;
 	if (PQstatus(db) == CONNECTION_OK) {
 		/* Drain anything a failed handler left unread. */
 		while ((r = PQgetResult(db)) != NULL)
 			PQclear(r);
 		if (PQpipelineStatus(db) != PQ_PIPELINE_OFF &&
-		    PQexitPipelineMode(db) == 0)
+		    PQexitPipelineMode(db) == 0) {
 			PQreset(db);
+			pool_setup(p, i);
+		}
 		switch (PQtransactionStatus(db)) {
 		case PQTRANS_IDLE:
 			break;
@@ -230,16 +280,13 @@ idem_pool_release(struct idem_pool *p, PGconn *db)
 			break;
 		default:
 			PQreset(db);
+			pool_setup(p, i);
 			break;
 		}
 	}
 	pthread_mutex_lock(&p->mu);
-	for (i = 0; i < p->size; i++)
-		if (p->conns[i] == db && p->busy[i]) {
-			p->busy[i] = 0;
-			p->nbusy--;
-			break;
-		}
+	p->busy[i] = 0;
+	p->nbusy--;
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 }
@@ -260,13 +307,16 @@ idem_pool_free(struct idem_pool *p)
 
 	if (p == NULL)
 		return;
-	for (i = 0; i < p->size; i++)
+	for (i = 0; i < p->size; i++) {
 		if (p->conns[i] != NULL)
 			PQfinish(p->conns[i]);
+		idem_stmts_forget(&p->stmts[i]);
+	}
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cv);
 	free(p->conns);
 	free(p->busy);
+	free(p->stmts);
 	free(p->conninfo);
 	free(p);
 }

@@ -1,12 +1,17 @@
 /*
  * pipeline.c - send several statements to PostgreSQL in one round trip
- * (libpq pipeline mode) and collect their results.  Unnamed statements
- * only (PQsendQueryParams), so pgbouncer in transaction mode works.
+ * (libpq pipeline mode) and collect their results.  A statement with
+ * parameters is prepared on the connection the first time it is sent (the
+ * Parse travels in the same flight) and executed by name after that, so
+ * the server plans it once per connection; where the connection's
+ * statements are disabled (a pooler between us and the server, or
+ * [database] prepared_statements = off) everything is sent unnamed.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "private.h"
+#include "stmts.h"
 
 /* Errors of the server or the connection rather than of the request. */
 static int
@@ -42,54 +47,125 @@ drain(PGconn *db)
 	}
 }
 
-enum idem_rc
-idem_pipeline(PGconn *db, struct idem_q *q, size_t n, unsigned *round_trips)
+/*
+ * The server's statements are not what this connection noted: one it
+ * prepared is gone (26000: a DISCARD ALL), or one it did not is there
+ * (42P05).  Both mean a session that changed under us, as a pooler in
+ * transaction mode does.
+ */
+static int
+statements_differ(const PGresult *r)
 {
-	size_t		 i;
-	PGresult	*r;
-	ExecStatusType	 st;
-	enum idem_rc	 rc = IDEM_RC_OK;
+	const char	*st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+	return st != NULL &&
+	    (strcmp(st, "26000") == 0 || strcmp(st, "42P05") == 0);
+}
+
+static int
+send_one(PGconn *db, struct idem_stmts *stmts, const struct idem_q *q,
+    enum idem_stmt_use *use)
+{
+	char	name[IDEM_STMT_NAME_LEN];
+
+	*use = stmts != NULL && q->n > 0 ? idem_stmts_use(stmts, q->sql) :
+	    IDEM_STMT_UNNAMED;
+	if (*use == IDEM_STMT_UNNAMED)
+		return PQsendQueryParams(db, q->sql, q->n, NULL, q->vals,
+		    q->lens, q->fmts, q->binary);
+	idem_stmts_name(q->sql, name);
+	if (*use == IDEM_STMT_PREPARE &&
+	    PQsendPrepare(db, name, q->sql, q->n, NULL) == 0)
+		return 0;
+	return PQsendQueryPrepared(db, name, q->n, q->vals, q->lens, q->fmts,
+	    q->binary);
+}
+
+/* One statement's result; NULL when the connection went away. */
+static PGresult *
+next_result(PGconn *db)
+{
+	PGresult	*r, *extra;
+
+	if ((r = PQgetResult(db)) != NULL)
+		while ((extra = PQgetResult(db)) != NULL)
+			PQclear(extra);
+	return r;
+}
+
+enum idem_rc
+idem_pipeline(PGconn *db, struct idem_stmts *stmts, struct idem_q *q,
+    size_t n, unsigned *round_trips)
+{
+	enum idem_stmt_use	 use[IDEM_PIPELINE_MAX];
+	size_t			 i;
+	PGresult		*r;
+	ExecStatusType		 st;
+	enum idem_rc		 rc = IDEM_RC_OK;
 
 	for (i = 0; i < n; i++)
 		q[i].res = NULL;
-	if (PQenterPipelineMode(db) == 0)
-		return -1;
+	if (n > IDEM_PIPELINE_MAX || PQenterPipelineMode(db) == 0)
+		return IDEM_RC_FAIL;
 	for (i = 0; i < n; i++)
-		if (PQsendQueryParams(db, q[i].sql, q[i].n, NULL, q[i].vals,
-		    q[i].lens, q[i].fmts, q[i].binary) == 0) {
-			rc = -1;
+		if (send_one(db, stmts, &q[i], &use[i]) == 0) {
+			rc = IDEM_RC_FAIL;
 			break;
 		}
 	/* The sync ends the flight and flushes it to the server. */
 	if (PQpipelineSync(db) == 0)
-		rc = -1;
+		rc = IDEM_RC_FAIL;
 	if (round_trips != NULL)
 		(*round_trips)++;
-	if (rc == -1)
+	if (rc != IDEM_RC_OK)
 		goto out;
 	for (i = 0; i < n; i++) {
+		/* The Parse's own result first, where one was sent. */
+		if (use[i] == IDEM_STMT_PREPARE) {
+			if ((r = next_result(db)) == NULL) {
+				rc = IDEM_RC_TRANSIENT;
+				goto out;
+			}
+			if (PQresultStatus(r) == PGRES_COMMAND_OK)
+				(void)idem_stmts_add(stmts, q[i].sql);
+			q[i].res = r;
+			if (PQresultStatus(r) != PGRES_COMMAND_OK)
+				goto failed;
+			PQclear(r);
+			q[i].res = NULL;
+		}
 		/* One result per statement (or PIPELINE_ABORTED), then NULL. */
-		if ((r = PQgetResult(db)) == NULL) {
+		if ((r = next_result(db)) == NULL) {
 			rc = IDEM_RC_TRANSIENT;	/* the connection went away */
 			goto out;
 		}
 		q[i].res = r;
 		st = PQresultStatus(r);
-		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-			idem_log(IDEM_LOG_ERROR, "db: %s",
-			    PQresultErrorMessage(r));
-			rc = transient(r) ? IDEM_RC_TRANSIENT : IDEM_RC_FAIL;
-			goto out;
-		}
-		while ((r = PQgetResult(db)) != NULL)
-			PQclear(r);
+		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+			goto failed;
 	}
 	rc = IDEM_RC_OK;
 	/* And the sync that closes the flight. */
 	if ((r = PQgetResult(db)) != NULL)
 		PQclear(r);
+	goto out;
+failed:
+	r = q[i].res;
+	idem_log(IDEM_LOG_ERROR, "db: %s", PQresultErrorMessage(r));
+	rc = transient(r) ? IDEM_RC_TRANSIENT : IDEM_RC_FAIL;
+	if (stmts != NULL && use[i] != IDEM_STMT_UNNAMED &&
+	    statements_differ(r)) {
+		/* Nothing was done; the client may retry at once. */
+		idem_log(IDEM_LOG_WARN, "db: the server's prepared statements "
+		    "changed under this connection; %s", stmts->always ?
+		    "preparing them again" : "sending them unnamed from now on");
+		idem_stmts_forget(stmts);
+		if (!stmts->always)
+			stmts->enabled = 0;
+		rc = IDEM_RC_TRANSIENT;
+	}
 out:
-	if (rc != 0)
+	if (rc != IDEM_RC_OK)
 		drain(db);
 	/*
 	 * Every statement's own result decides: a COMMIT that answered OK

@@ -13,16 +13,25 @@
 
 #include "internal.h"
 #include "idempotency.h"
+#include "stmts.h"
 
 /* --- pgpool.c ------------------------------------------------------------ */
 
 struct idem_pool;
 
-/* request_timeout_ms bounds every statement and idle transaction. */
+/*
+ * request_timeout_ms bounds every statement and idle transaction;
+ * prepared is [database] prepared_statements.
+ */
 struct idem_pool *idem_pool_new(const char *conninfo, unsigned size,
-	    long long request_timeout_ms);
-/* A healthy connection outside any transaction, or NULL after timeout_ms. */
-PGconn	*idem_pool_acquire(struct idem_pool *pool, long long timeout_ms);
+	    long long request_timeout_ms, enum idem_prepared prepared);
+/*
+ * A healthy connection outside any transaction, or NULL after timeout_ms.
+ * *stmts (when stmts is not NULL) is its prepared statements, for
+ * idem_pipeline(), until it is released.
+ */
+PGconn	*idem_pool_acquire(struct idem_pool *pool, long long timeout_ms,
+	    struct idem_stmts **stmts);
 /* Give back; a connection left in a transaction is rolled back first. */
 void	 idem_pool_release(struct idem_pool *pool, PGconn *db);
 void	 idem_pool_counts(struct idem_pool *pool, unsigned *idle,
@@ -48,12 +57,15 @@ struct idem_q {
 };
 
 /*
- * Pipeline q[0..n-1] and a sync; IDEM_RC_OK when every statement
+ * Pipeline q[0..n-1] and a sync, preparing and naming the statements
+ * with parameters where stmts (NULL: none) allows; IDEM_RC_OK when every statement
  * succeeded, IDEM_RC_TRANSIENT when one failed for a transient reason
  * (connection, shutdown, timeout, serialisation), IDEM_RC_FAIL otherwise.
  */
-enum idem_rc idem_pipeline(PGconn *db, struct idem_q *q, size_t n,
-	    unsigned *round_trips);
+#define IDEM_PIPELINE_MAX	8	/* statements per flight */
+
+enum idem_rc idem_pipeline(PGconn *db, struct idem_stmts *stmts,
+	    struct idem_q *q, size_t n, unsigned *round_trips);
 void	idem_pipeline_clear(struct idem_q *q, size_t n);
 
 /* --- log.c --------------------------------------------------------------- */
@@ -186,6 +198,7 @@ struct idem_req {
 
 	/* database (conn.c) */
 	PGconn			*db;
+	struct idem_stmts	*stmts;		/* db's prepared statements */
 	int			 db_unavailable;
 	unsigned		 round_trips;
 	unsigned		 npool_waits;	/* acquisitions, for metrics */

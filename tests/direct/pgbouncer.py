@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """pgbouncer.py - the middleware through pgbouncer in transaction pooling
-mode (unnamed statements and pipelines only): new, replay, 422, and
-concurrent requests, none of which may hang.  Prints TAP.  Usage:
+mode: new, replay, 422, and concurrent requests, none of which may hang;
+[database] prepared_statements = auto detects the pooler and sends every
+statement unnamed.  Prints TAP.  Usage:
   pgbouncer.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
@@ -117,6 +118,14 @@ def main():
         n = sql("SELECT count(*) FROM payments p JOIN api_keys a ON "
                 "a.id = p.api_key_id WHERE a.name = '%s'" % tenant)
         ok(n == "18", "exactly one payment per key (18)", n)
+        # prepared_statements = auto: the pid pgbouncer announces is not
+        # the backend's, so every statement went unnamed.
+        with open(os.path.join(tmp, "app.log")) as f:
+            log = f.read()
+        ok("a connection pooler answers for the server" in log,
+           "auto: the pooler is detected (logged)")
+        ok("prepared statement" not in log,
+           "no prepared-statement error behind the pooler")
     finally:
         app.stop()
         pid = open(os.path.join(tmp, "pgbouncer.pid")).read().strip() \

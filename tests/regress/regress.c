@@ -33,6 +33,8 @@ static char	 name_[64];
 static PGconn	*check_db;
 static unsigned	 nkeys;
 
+const char	*rg_config = "";
+
 idem_app *
 rg_app(void)
 {
@@ -86,7 +88,8 @@ rg_setup(const char *name, void (*routes)(idem_app *))
 		die("cannot write the config");
 	/* Two connections at least: a request may run inside another. */
 	fprintf(f, "[server]\nthreads = 2\nlog_level = error\n"
-	    "[database]\nconninfo = %s\npool_size = 4\n", conninfo);
+	    "[database]\nconninfo = %s\npool_size = 4\n%s", conninfo,
+	    rg_config);
 	fclose(f);
 	if ((app = idem_app_new(name)) == NULL)
 		die("idem_app_new");
@@ -341,6 +344,28 @@ rg_scalar(const char *sql, const char *param, char *buf, size_t len)
 	snprintf(buf, len, "%s", PQresultStatus(r) == PGRES_TUPLES_OK &&
 	    PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "");
 	PQclear(r);
+	return buf;
+}
+
+const char *
+rg_pool_scalar(const char *sql, char *buf, size_t len,
+    unsigned *nprepared)
+{
+	struct idem_stmts	*st = NULL;
+	PGconn			*db;
+	PGresult		*r;
+
+	*buf = '\0';
+	db = idem_pool_acquire(app->pool, 1000, &st);
+	if (db == NULL)
+		return buf;
+	r = PQexec(db, sql);
+	snprintf(buf, len, "%s", PQresultStatus(r) == PGRES_TUPLES_OK &&
+	    PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "");
+	PQclear(r);
+	if (nprepared != NULL)
+		*nprepared = st->n;
+	idem_pool_release(app->pool, db);
 	return buf;
 }
 

@@ -28,6 +28,8 @@ struct rg_resp {
  * IDEM_REGRESS_CONNINFO is unset, 1 on a setup failure.
  */
 void		 rg_setup(const char *name, void (*routes)(idem_app *));
+/* Config lines appended to the harness's own (set before rg_setup()). */
+extern const char *rg_config;
 idem_app	*rg_app(void);
 const char	*rg_secret(void);
 /* The API key's id (its tenant), as text. */
@@ -49,6 +51,14 @@ void		 rg_resp_free(struct rg_resp *r);
  * none); for checks of what was stored. */
 const char	*rg_scalar(const char *sql, const char *param, char *buf,
 		    size_t len);
+/*
+ * The same, on a connection of the application's pool (the one its
+ * requests used last, when the pool has one connected): what the server
+ * holds for that session.  *nprepared (if not NULL) is the number of
+ * statements the pool noted as prepared on it.
+ */
+const char	*rg_pool_scalar(const char *sql, char *buf, size_t len,
+		    unsigned *nprepared);
 void		 rg_teardown(void);
 
 /*

@@ -167,6 +167,27 @@ test_full(void)
 	TAP_STREQ(cfg.log_level, "error", "log_level error");
 	GOOD("[server]\nlog_level = info\n");
 	TAP_STREQ(cfg.log_level, "info", "log_level info");
+	{
+		static const struct {
+			const char		*text;
+			enum idem_prepared	 want;
+		} prep[] = {
+			{ "", IDEM_PREPARED_AUTO },
+			{ "[database]\nprepared_statements = auto\n",
+			    IDEM_PREPARED_AUTO },
+			{ "[database]\nprepared_statements = on\n",
+			    IDEM_PREPARED_ON },
+			{ "[database]\nprepared_statements = off\n",
+			    IDEM_PREPARED_OFF },
+		};
+		size_t	i;
+
+		for (i = 0; i < sizeof(prep) / sizeof(prep[0]); i++) {
+			GOOD(prep[i].text);
+			TAP_OK(idem_cfg_prepared(&cfg) == prep[i].want,
+			    "prepared_statements row %zu", i);
+		}
+	}
 	GOOD("[server]\nthreads = 1\n");
 	TAP_OK(cfg.threads == 1, "threads 1");
 	GOOD("[server]\nthreads = 256\n");
@@ -276,6 +297,12 @@ test_errors(void)
 	BAD("[database]\npool_size = 0\n", 2, "from 1 to 1024");
 	BAD("[database]\npool_size = 1025\n", 2, "from 1 to 1024");
 	BAD("[database]\nacquire_timeout = 2x\n", 2, "acquire_timeout");
+	BAD("[database]\nprepared_statements = yes\n", 2,
+	    "prepared_statements must be on, off or auto");
+	BAD("[database]\nprepared_statements = o\n", 2,
+	    "prepared_statements must be on, off or auto");
+	BAD("[database]\nprepared_statements = autoo\n", 2,
+	    "prepared_statements must be on, off or auto");
 	BAD("[idempotency]\nttl = forever\n", 2, "ttl must be a duration");
 	BAD("[idempotency]\nevict_interval = -5m\n", 2, "evict_interval");
 	BAD("[idempotency]\nevict_batch = 0\n", 2, "from 1 to 1000000");
