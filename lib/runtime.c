@@ -2,20 +2,26 @@
  * runtime.c - the FastCGI process: where the listening socket comes from,
  * the threads, and a graceful drain on SIGTERM.
  *
- * One dispatcher thread polls the listening socket and every idle
- * kept-alive connection; worker threads take ready connections from a
- * queue and run one request each.  No thread ever blocks in accept() or
- * in a read of an idle connection, so kept-alive connections (nginx
- * fastcgi_keep_conn) cannot pin workers, and a stop wakes everyone.
+ * The workers share one epoll set: the listening socket and every idle
+ * kept-alive connection, each registered one-shot, so exactly one worker
+ * wakes for a ready socket and owns it until it arms it again.  A worker
+ * that accepts a connection serves it at once; one that finishes a request
+ * on a kept-alive connection arms it again and goes back to waiting.  No
+ * thread blocks in accept() or in a read of an idle connection, so
+ * kept-alive connections (nginx fastcgi_keep_conn) cannot pin workers;
+ * nothing is handed from thread to thread; a stop (an eventfd in the same
+ * set, level-triggered) wakes everyone.
  */
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
-#include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,165 +30,99 @@
 
 #include "private.h"
 
-#define MAX_IDLE	1024	/* kept-alive connections watched at once */
-#define QUEUE_LEN	1024
 #define DRAIN_MS	4500	/* exit within 5 s of SIGTERM, even if busy */
 
 struct runtime {
 	idem_app	*app;
 	int		 listen_fd;
-	int		 wake[2];	/* to the dispatcher */
+	int		 ep;		/* epoll: listener, idle connections, stop */
+	int		 stop_fd;	/* eventfd, readable once stopping */
 
 	pthread_mutex_t	 mu;
-	pthread_cond_t	 cv;		/* queue not empty, or closing */
 	pthread_cond_t	 done;		/* a worker exited */
-	int		 queue[QUEUE_LEN];
-	size_t		 qhead, qlen;
-	int		 closing;
 	unsigned	 running;	/* workers alive */
-	int		 back[MAX_IDLE];	/* kept-alive fds handed back */
-	size_t		 nback;
 };
 
-static void
-rt_push(struct runtime *rt, int fd)
+/* Watch fd for one readiness event (again, with EPOLL_CTL_MOD). */
+static int
+arm(struct runtime *rt, int op, int fd)
 {
-	pthread_mutex_lock(&rt->mu);
-	if (rt->qlen == QUEUE_LEN) {
-		pthread_mutex_unlock(&rt->mu);
-		close(fd);	/* the web server sees a reset and retries */
-		idem_log(IDEM_LOG_WARN, "runtime: queue full, dropped a "
-		    "connection");
+	struct epoll_event	ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN | EPOLLONESHOT;
+	ev.data.fd = fd;
+	return epoll_ctl(rt->ep, op, fd, &ev);
+}
+
+/*
+ * One request on fd, then: close it, or (kept alive) arm it for the next
+ * one.  fresh: just accepted, not in the epoll set yet.
+ */
+static void
+serve(struct runtime *rt, FCGX_Request *req, int fd, int fresh)
+{
+	/* keepConnection stops FCGX_Accept_r closing our fd. */
+	req->ipcFd = fd;
+	req->keepConnection = 1;
+	if (FCGX_Accept_r(req) < 0) {
+		/* Peer closed or spoke garbage; libfcgi closed it. */
+		if (req->ipcFd >= 0) {
+			close(req->ipcFd);
+			req->ipcFd = -1;
+		}
 		return;
 	}
-	rt->queue[(rt->qhead + rt->qlen++) % QUEUE_LEN] = fd;
-	pthread_cond_signal(&rt->cv);
-	pthread_mutex_unlock(&rt->mu);
-}
-
-static void
-rt_wake(struct runtime *rt)
-{
-	ssize_t	n;
-
-	do
-		n = write(rt->wake[1], "x", 1);
-	while (n == -1 && errno == EINTR);
-}
-
-static void *
-dispatcher(void *arg)
-{
-	struct runtime	*rt = arg;
-	struct pollfd	 pfd[2 + MAX_IDLE];
-	int		 idle[MAX_IDLE];
-	size_t		 nidle = 0, npolled, i, n;
-	char		 drain[64];
-	int		 fd;
-
-	for (;;) {
-		pfd[0].fd = rt->wake[0];
-		pfd[0].events = POLLIN;
-		pfd[1].fd = nidle < MAX_IDLE ? rt->listen_fd : -1;
-		pfd[1].events = POLLIN;
-		for (i = 0; i < nidle; i++) {
-			pfd[2 + i].fd = idle[i];
-			pfd[2 + i].events = POLLIN;
-		}
-		if (poll(pfd, 2 + nidle, -1) == -1) {
-			if (errno == EINTR)
-				continue;
-			idem_log(IDEM_LOG_ERROR, "runtime: poll: %s",
-			    strerror(errno));
-			break;
-		}
-		/* Only the connections just polled have results. */
-		npolled = nidle;
-		if (pfd[0].revents) {
-			while (read(rt->wake[0], drain, sizeof(drain)) > 0)
-				continue;
-			pthread_mutex_lock(&rt->mu);
-			for (i = 0; i < rt->nback; i++) {
-				if (nidle < MAX_IDLE)
-					idle[nidle++] = rt->back[i];
-				else
-					close(rt->back[i]);
-			}
-			rt->nback = 0;
-			pthread_mutex_unlock(&rt->mu);
-			if (atomic_load(&rt->app->stopping))
-				break;
-		}
-		/* Ready idle connections go to the workers. */
-		for (i = 0, n = nidle, nidle = 0; i < n; i++) {
-			if (i < npolled && pfd[2 + i].revents)
-				rt_push(rt, idle[i]);
-			else
-				idle[nidle++] = idle[i];
-		}
-		if (pfd[1].revents & POLLIN)
-			while ((fd = accept4(rt->listen_fd, NULL, NULL,
-			    SOCK_CLOEXEC)) >= 0)
-				rt_push(rt, fd);
+	idem_request_handle(rt->app, req);
+	if (atomic_load(&rt->app->stopping))
+		req->keepConnection = 0;
+	FCGX_Finish_r(req);
+	if (req->ipcFd < 0)
+		return;			/* closed: the web server asked */
+	fd = req->ipcFd;
+	req->ipcFd = -1;
+	if (arm(rt, fresh ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd) == -1) {
+		idem_log(IDEM_LOG_WARN, "runtime: epoll_ctl: %s",
+		    strerror(errno));
+		close(fd);
 	}
-	/* Stopping: idle connections carry no request; close them. */
-	for (i = 0; i < nidle; i++)
-		close(idle[i]);
-	pthread_mutex_lock(&rt->mu);
-	rt->closing = 1;
-	pthread_cond_broadcast(&rt->cv);
-	pthread_mutex_unlock(&rt->mu);
-	return NULL;
 }
 
 static void *
 worker(void *arg)
 {
-	struct runtime	*rt = arg;
-	FCGX_Request	 req;
-	int		 fd;
+	struct runtime		*rt = arg;
+	FCGX_Request		 req;
+	struct epoll_event	 ev;
+	int			 n, fd;
 
 	/* listen_sock -1: libfcgi must never accept by itself. */
 	FCGX_InitRequest(&req, -1, 0);
 	for (;;) {
-		pthread_mutex_lock(&rt->mu);
-		while (rt->qlen == 0 && !rt->closing)
-			pthread_cond_wait(&rt->cv, &rt->mu);
-		if (rt->qlen == 0) {
-			pthread_mutex_unlock(&rt->mu);
+		n = epoll_wait(rt->ep, &ev, 1, -1);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1) {
+			idem_log(IDEM_LOG_ERROR, "runtime: epoll_wait: %s",
+			    strerror(errno));
 			break;
 		}
-		fd = rt->queue[rt->qhead];
-		rt->qhead = (rt->qhead + 1) % QUEUE_LEN;
-		rt->qlen--;
-		pthread_mutex_unlock(&rt->mu);
-
-		/* keepConnection stops FCGX_Accept_r closing our fd. */
-		req.ipcFd = fd;
-		req.keepConnection = 1;
-		if (FCGX_Accept_r(&req) < 0) {
-			/* Peer closed or spoke garbage; libfcgi closed it. */
-			if (req.ipcFd >= 0) {
-				close(req.ipcFd);
-				req.ipcFd = -1;
-			}
+		if (n == 0 || ev.data.fd == rt->stop_fd)
+			break;
+		if (ev.data.fd != rt->listen_fd) {
+			/* A kept-alive connection has a request. */
+			serve(rt, &req, ev.data.fd, 0);
 			continue;
 		}
-		idem_request_handle(rt->app, &req);
-		if (atomic_load(&rt->app->stopping))
-			req.keepConnection = 0;
-		FCGX_Finish_r(&req);
-		if (req.ipcFd >= 0) {
-			fd = req.ipcFd;
-			req.ipcFd = -1;
-			pthread_mutex_lock(&rt->mu);
-			if (rt->nback < MAX_IDLE && !rt->closing)
-				rt->back[rt->nback++] = fd;
-			else
-				close(fd);
-			pthread_mutex_unlock(&rt->mu);
-			rt_wake(rt);
-		}
+		/* One connection per wake-up; then the next worker's turn. */
+		fd = accept4(rt->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		/* (Stopping, the listener has left the set: nothing to arm.) */
+		if (arm(rt, EPOLL_CTL_MOD, rt->listen_fd) == -1 &&
+		    !atomic_load(&rt->app->stopping))
+			idem_log(IDEM_LOG_ERROR, "runtime: epoll_ctl: %s",
+			    strerror(errno));
+		if (fd >= 0)
+			serve(rt, &req, fd, 1);
 	}
 	pthread_mutex_lock(&rt->mu);
 	rt->running--;
@@ -241,7 +181,9 @@ idem_runtime_run(idem_app *app, const char *addr)
 	struct runtime	 rt;
 	struct sigaction sa;
 	sigset_t	 set;
-	pthread_t	 disp, *th;
+	pthread_t	*th;
+	struct epoll_event ev;
+	uint64_t	 one = 1;
 	struct timespec	 dl;
 	unsigned	 i, n = app->cfg.threads;
 	int		 sig, fl, drained = 1;
@@ -271,10 +213,16 @@ idem_runtime_run(idem_app *app, const char *addr)
 	fl = fcntl(rt.listen_fd, F_GETFL);
 	/* Several processes may share the socket: never block in accept. */
 	fcntl(rt.listen_fd, F_SETFL, fl | O_NONBLOCK);
-	if (pipe2(rt.wake, O_CLOEXEC | O_NONBLOCK) == -1)
+	if ((rt.ep = epoll_create1(EPOLL_CLOEXEC)) == -1 ||
+	    (rt.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1)
+		return 1;
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;		/* level-triggered: wakes every worker */
+	ev.data.fd = rt.stop_fd;
+	if (epoll_ctl(rt.ep, EPOLL_CTL_ADD, rt.stop_fd, &ev) == -1 ||
+	    arm(&rt, EPOLL_CTL_ADD, rt.listen_fd) == -1)
 		return 1;
 	pthread_mutex_init(&rt.mu, NULL);
-	pthread_cond_init(&rt.cv, NULL);
 	pthread_cond_init(&rt.done, NULL);
 	if ((th = calloc(n, sizeof(*th))) == NULL)
 		return 1;
@@ -284,8 +232,7 @@ idem_runtime_run(idem_app *app, const char *addr)
 		rt.running++;
 	}
 	n = i;
-	if (n == 0 || pthread_create(&disp, NULL, dispatcher, &rt) != 0 ||
-	    idem_janitor_start(app) == -1) {
+	if (n == 0 || idem_janitor_start(app) == -1) {
 		idem_log(IDEM_LOG_ERROR, "runtime: cannot start threads");
 		return 1;
 	}
@@ -299,8 +246,11 @@ idem_runtime_run(idem_app *app, const char *addr)
 	idem_log(IDEM_LOG_INFO, "runtime: signal %d, draining", sig);
 	idem_deadline(CLOCK_REALTIME, DRAIN_MS, &dl);
 	atomic_store(&app->stopping, 1);
-	rt_wake(&rt);
-	pthread_join(disp, NULL);
+	/* No new connection; busy workers finish their request first. */
+	epoll_ctl(rt.ep, EPOLL_CTL_DEL, rt.listen_fd, NULL);
+	if (write(rt.stop_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+		idem_log(IDEM_LOG_ERROR, "runtime: cannot wake the workers: "
+		    "%s", strerror(errno));
 	/* Stops between batches; the drain's deadline bounds the wait. */
 	if (idem_janitor_stop(app, &dl) == -1)
 		drained = 0;
@@ -323,10 +273,10 @@ idem_runtime_run(idem_app *app, const char *addr)
 	for (i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
 	free(th);
-	close(rt.wake[0]);
-	close(rt.wake[1]);
+	/* Idle kept-alive connections carry no request; exit closes them. */
+	close(rt.stop_fd);
+	close(rt.ep);
 	pthread_mutex_destroy(&rt.mu);
-	pthread_cond_destroy(&rt.cv);
 	pthread_cond_destroy(&rt.done);
 	idem_log(IDEM_LOG_INFO, "runtime: drained, exiting");
 	return 0;
