@@ -4,6 +4,8 @@
  * name.  Pure bookkeeping; the pool owns one per connection, the pipeline
  * fills it.
  */
+#include "config.h"	/* configure's switches: rebuilt when they change */
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -195,9 +195,12 @@ def drain_with_backlog(a, tmp, d, tenant):
     app = App(a.builddir, conf, os.path.join(tmp, "drain.sock"),
               os.path.join(tmp, "drain.log"))
 
+    # Stop as soon as the first batches are gone: the janitor logs only
+    # at the end of a run, by which time a fast machine has evicted all.
     def evicting():
-        return any("evicted" in l.get("msg", "") for l in app.log_lines())
-    ok(wait_for(evicting, 20), "the janitor works on the backlog")
+        return int(d.sql("SELECT count(*) FROM idempotency_keys WHERE key "
+                         "LIKE 'backlog-%'")) < BACKLOG
+    ok(wait_for(evicting, 20, step=0.01), "the janitor works on the backlog")
     t0 = time.time()
     app.proc.send_signal(signal.SIGTERM)
     try:
