@@ -8,7 +8,7 @@
 -- trip), like the app's pipelined flights.  The statements are the app's
 -- text with each $N replaced by a literal (pgbench -M simple).
 -- tests/bench/run warns when the source no longer has these statements:
--- mirrors: sql_lookup=5b4e2c7929b8 sql_complete=207e25f8b092 payments_insert=c227a8eea060
+-- mirrors: sql_lookup=5b4e2c7929b8 sql_complete=207e25f8b092 payments_insert=80dbe98ed42f
 --
 -- Variables (pgbench -D): n (0, a per-client counter), run (a tag of the
 -- run, so that runs never reuse keys), tenant (api_keys.id), hash (hex of
@@ -25,7 +25,7 @@ SELECT * FROM idem_claim('\x:hash'::bytea, 'p-:run-:client_id-:n', 'POST',
 INSERT INTO payments (id, api_key_id, amount, currency, status,
     description, customer, metadata, created_at, idem_key_id)
   VALUES ('pay_:p1:p2', :tenant, 1234, 'eur', 'succeeded', 'benchmark',
-    NULL, '{}'::jsonb, to_timestamp(:created), NULL) \;
+    NULL, coalesce('{}'::jsonb, '{}'), to_timestamp(:created), NULL) \;
 SELECT idem_complete(:tenant::bigint, 'p-:run-:client_id-:n', 'POST',
     '/v1/payments',
     '\x5d41402abc4b2a76b9719d911017c5925d41402abc4b2a76b9719d911017c592'::bytea,

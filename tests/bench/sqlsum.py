@@ -37,7 +37,7 @@ def sums(srcdir):
     with open(srcdir + "/apps/payments/payments.c") as f:
         src = f.read()
     out["payments_insert"] = ""
-    for m in re.finditer(r"idem_req_defer\(\s*req,\s*(%s)," % LIT, src):
+    for m in re.finditer(r"idem_req_defer(?:_args)?\(\s*req,\s*(%s)," % LIT, src):
         s = join(m.group(1))
         if s.startswith("INSERT INTO payments"):
             out["payments_insert"] = s
