@@ -742,7 +742,8 @@ idem_idempotent_run(idem_req *req)
 		idem_pipeline_clear(q, nq);
 		idem_req_conn_release(req);
 		if (idem_req_db(req) != NULL)
-			rc = idem_pipeline(req->db, req->stmts, q, nq, &req->round_trips);
+			rc = idem_pipeline(req->db, req->stmts, q, nq,
+			    &req->round_trips);
 	}
 	if (rc != 0) {
 		idem_pipeline_clear(q, nq);

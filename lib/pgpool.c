@@ -12,7 +12,6 @@
 #include <time.h>
 
 #include "private.h"
-#include "stmts.h"
 
 struct idem_pool {
 	pthread_mutex_t	 mu;

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "private.h"
-#include "stmts.h"
 
 /* Errors of the server or the connection rather than of the request. */
 static int
@@ -68,12 +67,11 @@ send_one(PGconn *db, struct idem_stmts *stmts, const struct idem_q *q,
 {
 	char	name[IDEM_STMT_NAME_LEN];
 
-	*use = stmts != NULL && q->n > 0 ? idem_stmts_use(stmts, q->sql) :
-	    IDEM_STMT_UNNAMED;
+	*use = stmts != NULL && q->n > 0 ?
+	    idem_stmts_use(stmts, q->sql, name) : IDEM_STMT_UNNAMED;
 	if (*use == IDEM_STMT_UNNAMED)
 		return PQsendQueryParams(db, q->sql, q->n, NULL, q->vals,
 		    q->lens, q->fmts, q->binary);
-	idem_stmts_name(q->sql, name);
 	if (*use == IDEM_STMT_PREPARE &&
 	    PQsendPrepare(db, name, q->sql, q->n, NULL) == 0)
 		return 0;

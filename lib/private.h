@@ -58,8 +58,8 @@ struct idem_q {
 
 /*
  * Pipeline q[0..n-1] and a sync, preparing and naming the statements
- * with parameters where stmts (NULL: none) allows; IDEM_RC_OK when every statement
- * succeeded, IDEM_RC_TRANSIENT when one failed for a transient reason
+ * with parameters where stmts (NULL: none) allows; IDEM_RC_OK when every
+ * statement succeeded, IDEM_RC_TRANSIENT when one failed for a transient reason
  * (connection, shutdown, timeout, serialisation), IDEM_RC_FAIL otherwise.
  */
 #define IDEM_PIPELINE_MAX	8	/* statements per flight */

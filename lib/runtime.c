@@ -107,7 +107,7 @@ worker(void *arg)
 			    strerror(errno));
 			break;
 		}
-		if (n == 0 || ev.data.fd == rt->stop_fd)
+		if (ev.data.fd == rt->stop_fd)
 			break;
 		if (ev.data.fd != rt->listen_fd) {
 			/* A kept-alive connection has a request. */

@@ -26,41 +26,29 @@ text_hash(const char *sql)
 	return h;
 }
 
-void
-idem_stmts_name(const char *sql, char name[IDEM_STMT_NAME_LEN])
-{
-	snprintf(name, IDEM_STMT_NAME_LEN, "idem_%016llx",
-	    (unsigned long long)text_hash(sql));
-}
-
-static int
-stmts_find(const struct idem_stmts *s, const char *sql)
-{
-	uint64_t	h = text_hash(sql);
-	unsigned	i;
-
-	for (i = 0; i < s->n; i++)
-		if (s->hash[i] == h && strcmp(s->sql[i], sql) == 0)
-			return 1;
-	return 0;
-}
-
 enum idem_stmt_use
-idem_stmts_use(const struct idem_stmts *s, const char *sql)
+idem_stmts_use(const struct idem_stmts *s, const char *sql,
+    char name[IDEM_STMT_NAME_LEN])
 {
 	uint64_t	h;
 	unsigned	i;
 
 	if (!s->enabled)
 		return IDEM_STMT_UNNAMED;
-	if (stmts_find(s, sql))
-		return IDEM_STMT_EXECUTE;
-	/* Another text with the same name cannot be prepared beside it. */
 	h = text_hash(sql);
 	for (i = 0; i < s->n; i++)
-		if (s->hash[i] == h)
-			return IDEM_STMT_UNNAMED;
-	return s->n < IDEM_STMTS_MAX ? IDEM_STMT_PREPARE : IDEM_STMT_UNNAMED;
+		if (s->hash[i] == h) {
+			/* Another text of the same name cannot be prepared
+			 * beside it: that one runs unnamed. */
+			if (strcmp(s->sql[i], sql) != 0)
+				return IDEM_STMT_UNNAMED;
+			break;
+		}
+	if (i == s->n && s->n == IDEM_STMTS_MAX)
+		return IDEM_STMT_UNNAMED;
+	snprintf(name, IDEM_STMT_NAME_LEN, "idem_%016llx",
+	    (unsigned long long)h);
+	return i < s->n ? IDEM_STMT_EXECUTE : IDEM_STMT_PREPARE;
 }
 
 int

@@ -34,10 +34,12 @@ enum idem_stmt_use {
 	IDEM_STMT_EXECUTE,	/* PQsendQueryPrepared: prepared before */
 };
 
-/* The statement's name: a function of its text alone. */
-void	idem_stmts_name(const char *sql, char name[IDEM_STMT_NAME_LEN]);
-/* What to send for sql; no side effects. */
-enum idem_stmt_use idem_stmts_use(const struct idem_stmts *s, const char *sql);
+/*
+ * What to send for sql, and (unless IDEM_STMT_UNNAMED) its name in name:
+ * a function of the text alone.  No side effects.
+ */
+enum idem_stmt_use idem_stmts_use(const struct idem_stmts *s, const char *sql,
+	    char name[IDEM_STMT_NAME_LEN]);
 /* Remember that the server prepared sql: 0, or -1 (full, out of memory). */
 int	idem_stmts_add(struct idem_stmts *s, const char *sql);
 /* The session ended: nothing is prepared any more (enabled is kept). */
