@@ -55,6 +55,10 @@ main(void)
 	    r.status);
 	TAP_STREQ(rg_header(&r, "Retry-After", h, sizeof(h)) ? h : "", "1",
 	    "with Retry-After: 1");
+	TAP_STREQ(rg_header(&r, "Content-Type", h, sizeof(h)) ? h : "",
+	    "application/problem+json", "as a problem (RFC 9457)");
+	TAP_OK(strstr(r.body, "\"status\":503") != NULL,
+	    "whose status is 503");
 	rg_resp_free(&r);
 	TAP_STREQ(rg_scalar("SELECT count(*) FROM idempotency_keys WHERE "
 	    "key = $1", key, v, sizeof(v)), "0", "no key record written");
