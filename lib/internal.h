@@ -317,10 +317,8 @@ struct idem_route {
 	unsigned	 flags;
 	idem_handler_fn	 fn;
 	void		*arg;
-	/* idem_app_route_body(): fn validates, then calls body_fn */
+	/* idem_app_route_body(): request.c validates before fn runs */
 	const struct idem_body	*body;
-	idem_handler_fn	 body_fn;
-	void		*body_arg;
 };
 
 struct idem_router {

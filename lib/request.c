@@ -202,13 +202,21 @@ prepare(idem_req *req)
 			idem_resp_problem(req, IDEM_P_INVALID_JSON, "%s", err);
 			return -1;
 		}
-		/* The canonical form is valid, bounded in depth, unique. */
-		req->json = yajl_tree_parse(req->canon.p, NULL, 0);
+		/*
+		 * The canonicaliser admitted the body (valid, bounded in
+		 * depth, unique names).  The validator and the handler read
+		 * it as written, numbers as their literals: the canonical
+		 * form, through doubles, is the fingerprint's only.
+		 */
+		req->json = yajl_tree_parse(req->body, NULL, 0);
 		if (req->json == NULL) {
 			idem_resp_problem(req, IDEM_P_INTERNAL,
 			    "cannot parse the request");
 			return -1;
 		}
+		/* Declared validation: refused before the key is used. */
+		if (idem_req_body_check(req) == -1)
+			return -1;
 	}
 	return 0;
 }
