@@ -74,7 +74,9 @@ int		 idem_app_route(idem_app *app, const char *method,
  * status, its title, and the sentence of its documentation page, NULL:
  * the title) for idem_resp_problem(); before idem_app_run().  The value
  * to pass, past IDEM_P__MAX, or -1 (bad slug, status, title or doc, a
- * slug already defined, too many, out of memory).
+ * slug already defined, too many, out of memory).  409 and 422 are
+ * refused: they belong to the key protocol (retry with the same key; use
+ * a new key), and a handler's answer is stored and replayed.
  */
 int		 idem_app_problem(idem_app *app, const char *slug, int status,
 		    const char *title, const char *doc);
