@@ -1,25 +1,29 @@
 /*
  * body.c - declared bodies on routes: the request is validated before its
- * handler runs (a 400 naming the member otherwise), and the typed getters
- * of the validated body.
+ * handler runs (a 400 naming the member otherwise) and before anything is
+ * stored, and the typed getters of the validated body.
  */
 #include <string.h>
 
 #include "private.h"
 
-/* The handler of a route with a declared body: validate, then the
- * application's handler (also when resumed at a later phase: the body is
- * the same, so it passes again). */
-static int
-validated(idem_req *req, void *arg)
+/*
+ * Refuse a body its route's declaration does not admit: 400 naming the
+ * member, before the handler runs (and, on an idempotent route, before
+ * the key is looked at, so that nothing is stored and the corrected retry
+ * with the same key executes).  0 when admitted, -1 with the problem set.
+ */
+int
+idem_req_body_check(idem_req *req)
 {
 	const struct idem_route	*rt = req->route;
 	char			 why[320];
 
-	(void)arg;
-	if (idem_validate(req->json, rt->body, why, sizeof(why)) == -1)
-		return idem_resp_problem(req, IDEM_P_VALIDATION, "%s", why);
-	return rt->body_fn(req, rt->body_arg);
+	if (rt == NULL || rt->body == NULL ||
+	    idem_validate(req->json, rt->body, why, sizeof(why)) == 0)
+		return 0;
+	idem_resp_problem(req, IDEM_P_VALIDATION, "%s", why);
+	return -1;
 }
 
 int
@@ -39,10 +43,6 @@ idem_app_route_body(idem_app *app, const char *method, const char *pattern,
 		if (!(rt->flags & IDEM_ROUTE_JSON) || rt->body != NULL)
 			return -1;	/* no parsed body, or declared twice */
 		rt->body = b;
-		rt->body_fn = rt->fn;
-		rt->body_arg = rt->arg;
-		rt->fn = validated;
-		rt->arg = NULL;
 		return 0;
 	}
 	return -1;

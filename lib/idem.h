@@ -74,7 +74,9 @@ int		 idem_app_route(idem_app *app, const char *method,
  * status, its title, and the sentence of its documentation page, NULL:
  * the title) for idem_resp_problem(); before idem_app_run().  The value
  * to pass, past IDEM_P__MAX, or -1 (bad slug, status, title or doc, a
- * slug already defined, too many, out of memory).
+ * slug already defined, too many, out of memory).  409 and 422 are
+ * refused: they belong to the key protocol (retry with the same key; use
+ * a new key), and a handler's answer is stored and replayed.
  */
 int		 idem_app_problem(idem_app *app, const char *slug, int status,
 		    const char *title, const char *doc);
@@ -242,13 +244,17 @@ enum idem_type {
 };
 
 #define IDEM_REQUIRED	0x01u	/* absent or null is refused */
+/* 2^53 - 1: an integer member is never beyond +-IDEM_INT_EXACT_MAX, the
+ * integers a double (RFC 8785's numbers) holds exactly. */
+#define IDEM_INT_EXACT_MAX	9007199254740991LL
 
 struct idem_body;
 
 /*
  * One member of a JSON object.  min/max (both 0: unbounded) bound an
  * integer's value, a string's length in characters, an object's number of
- * members.  A null member counts as absent.
+ * members.  An integer is an integer literal as written (no fraction, no
+ * exponent) within +-IDEM_INT_EXACT_MAX.  A null member counts as absent.
  */
 struct idem_member {
 	const char		*name;
@@ -286,8 +292,9 @@ int		 idem_validate(yajl_val v, const struct idem_body *b,
 /*
  * Declare the body of a JSON route (registered before): each request is
  * validated before its handler runs, and an invalid one gets 400
- * validation-error naming the member and the rule (stored, on idempotent
- * routes).  The body is also the route's schema in /openapi.json.
+ * validation-error naming the member and the rule (on idempotent routes
+ * nothing is stored: the corrected retry with the same key executes).
+ * The body is also the route's schema in /openapi.json.
  */
 int		 idem_app_route_body(idem_app *app, const char *method,
 		    const char *pattern, const struct idem_body *b);

@@ -94,19 +94,40 @@ int	idem_jcs_number(const char *num, size_t len, struct idem_buf *out);
 
 #define IDEM_KEY_MAX	255
 
-enum idem_key_result {
+/* The verdict on an Idempotency-Key field value: OK, or why it is refused. */
+enum idem_key_verdict {
 	IDEM_KEY_OK = 0,
-	IDEM_KEY_INVALID = -1,	/* malformed, empty, too long, bad bytes */
+	IDEM_KEY_EMPTY,		/* nothing, only SP, or "" */
+	IDEM_KEY_TOO_LONG,	/* more than IDEM_KEY_MAX characters */
+	IDEM_KEY_CHARACTER,	/* not visible ASCII/SP, or not allowed bare */
+	IDEM_KEY_ESCAPE,	/* sf-string escape other than \" and \\ */
+	IDEM_KEY_UNTERMINATED,	/* sf-string without its closing quote */
+	IDEM_KEY_TRAILING,	/* something after the value */
+	IDEM_KEY_PARAMETERS,	/* ;name=value after the value */
+	IDEM_KEY_LIST,		/* a, b */
+	IDEM_KEY_INNER_LIST,	/* (a b) */
+	IDEM_KEY_INTEGER,	/* 12345 */
+	IDEM_KEY_DECIMAL,	/* 12.5 */
+	IDEM_KEY_BOOLEAN,	/* ?1 */
+	IDEM_KEY_BYTE_SEQUENCE,	/* :aGVsbG8=: */
+	IDEM_KEY_DATE,		/* @1659578233 (RFC 9651) */
+	IDEM_KEY_DISPLAY_STRING, /* %"caf%c3%a9" (RFC 9651) */
+	IDEM_KEY_NO_ROOM	/* out is too small for the key (a caller's bug) */
 };
 
 /*
- * Parse an Idempotency-Key field value: an RFC 8941 sf-string ("abc",
- * with \" and \\ escapes, printable ASCII only) or a bare token of visible
- * ASCII (0x21-0x7e) without spaces or quotes.  Leading/trailing SP/HTAB
- * are ignored.  The key (1..IDEM_KEY_MAX chars) is copied NUL-terminated to
- * out (outlen >= IDEM_KEY_MAX + 1).
+ * Parse an Idempotency-Key field value (len bytes; pure): an RFC 8941 Item
+ * that is a String ("abc", \" and \\ escapes) or a Token (abc), without
+ * parameters, or the compatibility form (a bare value of token characters
+ * starting with a digit, "-" or "_" that is not a number: a UUID).
+ * Leading/trailing SP are discarded (not HTAB: RFC 8941 4.2).  On OK the
+ * key, the item's value (1..IDEM_KEY_MAX chars), is copied NUL-terminated
+ * to out (outlen >= IDEM_KEY_MAX + 1); otherwise out is emptied.
  */
-int	idem_key_parse(const char *value, size_t len, char *out, size_t outlen);
+enum idem_key_verdict idem_key_parse(const char *value, size_t len, char *out,
+	    size_t outlen);
+/* The problem detail for a verdict: what is wrong, in a sentence. */
+const char *idem_key_reason(enum idem_key_verdict v);
 
 /* --- clock.c ------------------------------------------------------------ */
 
@@ -296,10 +317,8 @@ struct idem_route {
 	unsigned	 flags;
 	idem_handler_fn	 fn;
 	void		*arg;
-	/* idem_app_route_body(): fn validates, then calls body_fn */
+	/* idem_app_route_body(): request.c validates before fn runs */
 	const struct idem_body	*body;
-	idem_handler_fn	 body_fn;
-	void		*body_arg;
 };
 
 struct idem_router {

@@ -207,17 +207,43 @@ responses(idem_json *j, const idem_app *app, const struct idem_route *rt)
 	idem_json_object_end(j);
 }
 
+/*
+ * The Idempotency-Key field value as key.c parses it (ECMA-262): SP
+ * around; an sf-string of 1 to 255 characters; an sf-token; or the
+ * compatibility form, a bare value starting with a digit, "-" or "_" that
+ * is not a number.  At most 2 + 2 * 255 characters (all escaped).
+ */
+static const char key_pattern[] =
+	"^ *(?:\"(?:[ !#-\\[\\]-~]|\\\\[\"\\\\]){1,255}\""
+	"|[A-Za-z*][!#$%&'*+.^_`|~:/0-9A-Za-z-]{0,254}"
+	"|(?!-?[0-9]+(?:\\.[0-9]*)? *$)[0-9_-][!#$%&'*+.^_`|~:/0-9A-Za-z-]"
+	"{0,254}) *$";
+
+static const char key_doc[] =
+	"An RFC 8941 Item that is a String (\"abc\") or a Token (abc), "
+	"without parameters; the key is its value, 1 to 255 characters, so "
+	"\"abc\" and abc are one key.  Also accepted bare: a value starting "
+	"with a digit, '-' or '_' (a UUID) made of token characters that is "
+	"not a number.  Refused (400 idempotency-key-invalid, the reason in "
+	"the detail): parameters, lists, inner lists, Integers, Decimals, "
+	"Booleans, Byte Sequences, Dates, Display Strings, empty values.";
+
 static void
-parameter(idem_json *j, const char *name, const char *in, const char *pat)
+parameter(idem_json *j, const char *name, const char *in, const char *pat,
+    const char *doc, long maxlen)
 {
 	idem_json_object(j);
 	idem_json_kstr(j, "name", name);
 	idem_json_kstr(j, "in", in);
 	idem_json_key(j, "required");
 	idem_json_bool(j, 1);
+	if (doc != NULL)
+		idem_json_kstr(j, "description", doc);
 	idem_json_key(j, "schema");
 	idem_json_object(j);
 	idem_json_kstr(j, "type", "string");
+	if (maxlen > 0)
+		idem_json_kint(j, "maxLength", maxlen);
 	idem_json_kstr(j, "pattern", pat);
 	idem_json_object_end(j);
 	idem_json_object_end(j);
@@ -243,10 +269,12 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 		if (*s == ':' && s[-1] == '/') {
 			i = strcspn(s + 1, "/");
 			snprintf(name, sizeof(name), "%.*s", (int)i, s + 1);
-			parameter(j, name, "path", "^[A-Za-z0-9._~-]+$");
+			parameter(j, name, "path", "^[A-Za-z0-9._~-]+$", NULL,
+			    0);
 		}
 	if (rt->flags & IDEM_ROUTE_IDEMPOTENT)
-		parameter(j, "Idempotency-Key", "header", "^.{1,257}$");
+		parameter(j, "Idempotency-Key", "header", key_pattern,
+		    key_doc, 2 + 2 * IDEM_KEY_MAX);
 	idem_json_array_end(j);
 	if (rt->flags & IDEM_ROUTE_JSON) {
 		idem_json_key(j, "requestBody");
@@ -359,6 +387,21 @@ components(idem_json *j)
 	idem_json_object_end(j);
 }
 
+/* What is stored, and what a client does with each answer. */
+static const char api_doc[] =
+	"Operations with x-idempotency take an Idempotency-Key.  Only what "
+	"the handler answers is stored under the key (2xx and 4xx, replayed "
+	"byte for byte while the key is kept; such answers carry "
+	"Idempotency-Key-Expires).  A refusal before the handler (401, 404, "
+	"405, 413, 415, 400 invalid-json, 400 validation-error of the "
+	"declared body, 400 idempotency-key-missing or -invalid) stores "
+	"nothing and leaves the key free: the corrected retry with the same "
+	"key executes, once.  A 5xx stores nothing: retry with the same key.  "
+	"409 idempotency-key-in-flight: retry with the same key after "
+	"Retry-After.  422 idempotency-key-reused: the key holds another "
+	"request; use a new key for a new one.  Integer members accept only "
+	"integer literals (no fraction, no exponent) within +-(2^53-1).";
+
 idem_json *
 idem_openapi(const idem_app *app)
 {
@@ -376,6 +419,7 @@ idem_openapi(const idem_app *app)
 	idem_json_object(j);
 	idem_json_kstr(j, "title", app->name);
 	idem_json_kstr(j, "version", IDEM_VERSION);
+	idem_json_kstr(j, "description", api_doc);
 	idem_json_object_end(j);
 	idem_json_key(j, "paths");
 	idem_json_object(j);

@@ -227,6 +227,10 @@ int	idem_http_content_length(const char *s, unsigned long long *n);
 int	idem_http_is_json(const char *ct);
 int	idem_http_param_count(char **envp, const char *prefix);
 
+/* body.c: refuse a body its route's declaration does not admit (400, the
+ * problem set): -1; else 0.  Before the handler and the key's lookup. */
+int	idem_req_body_check(idem_req *req);
+
 /* request.c: read the FastCGI request into req, then answer it. */
 void	idem_request_handle(idem_app *app, FCGX_Request *fcgi);
 /* Free everything a request holds and give its connection back. */

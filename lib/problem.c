@@ -78,6 +78,10 @@ idem_app_problem(idem_app *app, const char *slug, int status,
 	    strpbrk(doc, "\r\n") != NULL)) || status < 400 || status > 599 ||
 	    app->nproblems == IDEM_APP_PROBLEMS_MAX)
 		return -1;
+	/* 409 and 422 belong to the key protocol (retry with the same key;
+	 * use a new key): a handler's would be stored and mislead clients. */
+	if (status == 409 || status == 422)
+		return -1;
 	for (p = 0; p < idem_problem_count(app); p++)
 		if (strcmp(idem_problem_type(app, p)->slug, slug) == 0)
 			return -1;

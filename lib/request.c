@@ -70,6 +70,7 @@ prepare(idem_req *req)
 	char			 allow[128], err[128];
 	struct idem_jcs_limits	 lim;
 	enum idem_match		 mt;
+	enum idem_key_verdict	 kv;
 	size_t			 plen;
 
 	m = FCGX_GetParam("REQUEST_METHOD", req->fcgi->envp);
@@ -160,20 +161,19 @@ prepare(idem_req *req)
 	if (req->route->flags & IDEM_ROUTE_IDEMPOTENT) {
 		/* Raw: an oversized value is invalid, not missing. */
 		v = FCGX_GetParam("HTTP_IDEMPOTENCY_KEY", req->fcgi->envp);
-		if (v != NULL && idem_http_param_count(req->fcgi->envp,
-		    "HTTP_IDEMPOTENCY_KEY=") > 1)
-			v = "";		/* two fields (nginx) are malformed */
 		if (v == NULL) {
 			idem_resp_problem(req, IDEM_P_KEY_MISSING,
 			    "this endpoint requires an Idempotency-Key "
 			    "header");
 			return -1;
 		}
-		if (idem_key_parse(v, strlen(v), req->key, sizeof(req->key))
-		    != IDEM_KEY_OK) {
-			idem_resp_problem(req, IDEM_P_KEY_INVALID,
-			    "Idempotency-Key must be a string of 1 to %d "
-			    "visible ASCII characters", IDEM_KEY_MAX);
+		/* Two fields (nginx passes both) are a list of two values. */
+		kv = idem_http_param_count(req->fcgi->envp,
+		    "HTTP_IDEMPOTENCY_KEY=") > 1 ? IDEM_KEY_LIST :
+		    idem_key_parse(v, strlen(v), req->key, sizeof(req->key));
+		if (kv != IDEM_KEY_OK) {
+			idem_resp_problem(req, IDEM_P_KEY_INVALID, "%s",
+			    idem_key_reason(kv));
 			return -1;
 		}
 		req->has_key = 1;
@@ -202,13 +202,21 @@ prepare(idem_req *req)
 			idem_resp_problem(req, IDEM_P_INVALID_JSON, "%s", err);
 			return -1;
 		}
-		/* The canonical form is valid, bounded in depth, unique. */
-		req->json = yajl_tree_parse(req->canon.p, NULL, 0);
+		/*
+		 * The canonicaliser admitted the body (valid, bounded in
+		 * depth, unique names).  The validator and the handler read
+		 * it as written, numbers as their literals: the canonical
+		 * form, through doubles, is the fingerprint's only.
+		 */
+		req->json = yajl_tree_parse(req->body, NULL, 0);
 		if (req->json == NULL) {
 			idem_resp_problem(req, IDEM_P_INTERNAL,
 			    "cannot parse the request");
 			return -1;
 		}
+		/* Declared validation: refused before the key is used. */
+		if (idem_req_body_check(req) == -1)
+			return -1;
 	}
 	return 0;
 }

@@ -93,6 +93,41 @@ check_string(yajl_val v, const struct idem_member *m, const char *path,
 	return 0;
 }
 
+/*
+ * An integer member: an integer literal as written (no fraction, no
+ * exponent: 1.0 and 1e2 are refused, not rounded), within the declared
+ * bounds and never beyond +-(2^53 - 1), where every integer is exactly a
+ * double, so that the fingerprint's canonical form (RFC 8785, through
+ * doubles) and the value the handler reads are one number.  "-0" is 0.
+ */
+static int
+check_integer(yajl_val v, const struct idem_member *m, const char *path,
+    char *why, size_t whylen)
+{
+	const char	*lit, *digits;
+	long long	 lo = -IDEM_INT_EXACT_MAX, hi = IDEM_INT_EXACT_MAX, n;
+	size_t		 nd;
+
+	if (bounded(m)) {
+		lo = m->min > lo ? m->min : lo;
+		hi = m->max < hi ? m->max : hi;
+	}
+	if (!YAJL_IS_NUMBER(v))
+		return refuse(why, whylen, path, "must be an integer");
+	lit = v->u.number.r;
+	digits = lit + (lit[0] == '-');
+	nd = strspn(digits, "0123456789");
+	if (nd == 0 || digits[nd] != '\0')
+		return refuse(why, whylen, path, "must be an integer written "
+		    "without a fraction or an exponent");
+	/* 2^53 - 1 has 16 digits; yajl's value is exact below 2^63. */
+	if (nd > 16 || !YAJL_IS_INTEGER(v) ||
+	    (n = YAJL_GET_INTEGER(v)) < lo || n > hi)
+		return refuse(why, whylen, path, "must be an integer from "
+		    "%lld to %lld", lo, hi);
+	return 0;
+}
+
 /* v (not NULL, not null) against m. */
 static int
 check_value(yajl_val v, const struct idem_member *m, const char *path,
@@ -102,12 +137,8 @@ check_value(yajl_val v, const struct idem_member *m, const char *path,
 
 	switch (m->type) {
 	case IDEM_T_INTEGER:
-		if (!YAJL_IS_INTEGER(v))
-			return refuse(why, whylen, path, "must be an integer");
-		if (bounded(m) && (YAJL_GET_INTEGER(v) < m->min ||
-		    YAJL_GET_INTEGER(v) > m->max))
-			return refuse(why, whylen, path, "must be an integer "
-			    "from %lld to %lld", m->min, m->max);
+		if (check_integer(v, m, path, why, whylen) == -1)
+			return -1;
 		break;
 	case IDEM_T_STRING:
 		if (check_string(v, m, path, why, whylen) == -1)

@@ -108,13 +108,19 @@ def expires_header(app, d, secret):
     ok(st.startswith("Status: 201") and got is not None and
        calendar.timegm(email.utils.parsedate(got)) == record_expiry("exp-r"),
        "a refund carries its own (24h) expiry", (st, got))
-    st, raw = app.request(secret, "POST", "/v1/payments", b'{"amount":1}',
-                          key="exp-1")
+    st, raw = app.request(secret, "POST", "/v1/payments", b'{"amount":1,'
+                          b'"currency":"eur"}', key="exp-1")
     ok(st.startswith("Status: 422") and
        header(raw, "Idempotency-Key-Expires") is None,
        "a 422 (another request's key) carries none", st)
     st, raw = app.request(secret, "POST", "/v1/payments", b'{"amount":-1,'
                           b'"currency":"eur"}', key="exp-bad")
+    ok(st.startswith("Status: 400") and header(raw, "Idempotency-Key-"
+                                               "Expires") is None,
+       "a 400 of the declared body stores nothing, so it carries none", st)
+    # The handler's own 400 (more than remains to refund) is stored.
+    st, raw = app.request(secret, "POST", "/v1/payments/%s/refunds" % pay,
+                          b'{"amount":1000000000000}', key="exp-bad2")
     ok(st.startswith("Status: 400") and header(raw, "Idempotency-Key-"
                                                "Expires") is not None,
        "a stored 4xx is recorded, so it carries it too", st)

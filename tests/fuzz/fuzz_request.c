@@ -157,8 +157,8 @@ key(const char *value, size_t len, char *out, size_t outlen)
 			if ((unsigned char)out[i] < 0x20 ||
 			    (unsigned char)out[i] > 0x7e)
 				fail("key byte outside 0x20-0x7e", value, len);
-	} else if (rc != IDEM_KEY_INVALID)
-		fail("key result neither OK nor INVALID", value, len);
+	} else if (rc < IDEM_KEY_OK || rc > IDEM_KEY_NO_ROOM)
+		fail("key result is no verdict", value, len);
 	else if (out[0] != '\0')
 		fail("refused key, but output not empty", value, len);
 	return rc;

@@ -184,17 +184,20 @@ def _(t):
        "and instance (16 hex digits), replayed as stored; a 401 carries "
        "instance and no Link")
 def _(t):
+    # The handler's 400 (more than remains to refund) is stored.
+    p, _ = t.create_payment(amount=300)
+    path = PAY + "/" + p["id"] + "/refunds"
     k = t.new_key()
-    r = t.post(PAY, {"amount": 0, "currency": "eur"}, key=k)
+    r = t.post(path, {"amount": 301}, key=k)
     doc = t.expect_problem(r, 400, "validation-error", detail_has="amount")
     t.expect_eq(r.header("Link"), '<%s>; rel="describedby"' % doc["type"],
                 "Link of the 400")
     t.expect(re.fullmatch(r"[0-9a-f]{16}", doc.get("instance", "")),
              "instance %r" % doc.get("instance"))
-    again = t.post(PAY, {"amount": 0, "currency": "eur"}, key=k)
+    again = t.post(path, {"amount": 301}, key=k)
     t.expect_eq(again.body, r.body, "replayed body (instance included)")
     t.expect_eq(again.header("Link"), r.header("Link"), "replayed Link")
-    r = t.post(PAY, {"amount": 1, "currency": "eur"}, key=k)
+    r = t.post(path, {"amount": 1}, key=k)
     doc = t.expect_problem(r, 422, "idempotency-key-reused")
     t.expect_eq(r.header("Link"), '<%s>; rel="describedby"' % doc["type"],
                 "Link of the 422")
@@ -203,3 +206,38 @@ def _(t):
     t.expect(r.header("Link") is None and
              re.fullmatch(r"[0-9a-f]{16}", doc.get("instance", "")),
              "401: no Link, an instance")
+
+
+# Field values and whether each is a key (written here, not taken from the
+# document): the documented pattern and the server must both agree.
+KEY_VALUES = [
+    ('"abc"', True), ("abc", True), ("*k", True), ('"K;x=1"', True),
+    ("8e0f2a3c-5b7d-4e1f-9a2b-0c3d4e5f6a7b", True), ("1K", True),
+    ("_b64-url", True), ('"a\\"b"', True), (" padded ", True),
+    ("k" * 255, True), ("k" * 256, False),
+    ("12345", False), ("12.5", False), ("?1", False), (":aGVsbG8=:", False),
+    ("@1659578233", False), ('%"x"', False), ("K;x=1", False),
+    ('"K";x=1', False), ("K, L", False), ("(a b)", False), ('""', False),
+    ('"a\\qb"', False), ("a\\b", False), ('"abc', False),
+]
+
+
+@check("openapi: the Idempotency-Key pattern and the server agree on %d "
+       "field values" % len(KEY_VALUES))
+def _(t):
+    doc = _doc(t)
+    op = doc["paths"]["/v1/payments"]["post"]
+    schema = [p for p in op["parameters"]
+              if p["name"] == "Idempotency-Key"][0]["schema"]
+    pattern = re.compile(schema["pattern"])
+    for value, is_key in KEY_VALUES:
+        t.expect_eq(bool(pattern.search(value)) and
+                    len(value) <= schema["maxLength"], is_key,
+                    "the pattern on %r" % value)
+        r = t.post(PAY, t.payment_body(), key=value if not is_key else
+                   value.replace("abc", t.new_key("oa")))
+        if is_key:
+            t.expect(r.status in (201, 422), "%r: got %s" % (value,
+                                                             r.status))
+        else:
+            t.expect_problem(r, 400, "idempotency-key-invalid")

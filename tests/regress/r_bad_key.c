@@ -13,7 +13,8 @@ int
 main(void)
 {
 	static const char *const bad[] = { "", "two words", "\"unterminated",
-	    "\"a\";p=1", "caf\xc3\xa9" };
+	    "\"a\";p=1", "caf\xc3\xa9", "12345", "?1", "K;x=1", "K, L",
+	    "\"\"", ":aGVsbG8=:" };
 	struct rg_resp	 r;
 	char		 v[64];
 	size_t		 i;

@@ -25,10 +25,15 @@ main(void)
 		{ "a b", "Space", NULL, 400, 0 },
 		{ "ok-type", "Status 200", NULL, 200, 0 },
 		{ "ok-type", "Status 600", NULL, 600, 0 },
-		{ "ok-type", "Line\nbreak", NULL, 409, 0 },
-		{ "ok-type", "", NULL, 409, 0 },
-		{ "ok-type", "Fine", "Line\nbreak", 409, 0 },
-		{ "ok-type", "Fine", NULL, 409, 1 },
+		{ "ok-type", "Line\nbreak", NULL, 410, 0 },
+		{ "ok-type", "", NULL, 410, 0 },
+		{ "ok-type", "Fine", "Line\nbreak", 410, 0 },
+		/* the key protocol's statuses: retry with the same key (409),
+		 * use a new key (422); never a handler's stored answer */
+		{ "busy-here", "Conflict", NULL, 409, 0 },
+		{ "bad-state", "Unprocessable", NULL, 422, 0 },
+		{ "ok-type", "Fine", NULL, 410, 1 },
+		{ "in-use", "Locked", NULL, 423, 1 },
 	};
 	idem_app	*app = idem_app_new("t");
 	idem_req	 req;
@@ -47,8 +52,8 @@ main(void)
 		    cases[i].ok ? "defined" : "refused", p);
 	}
 	TAP_OK(first == IDEM_P__MAX, "the first type is IDEM_P__MAX");
-	TAP_OK(idem_problem_count(app) == IDEM_P__MAX + 2,
-	    "two types defined (%d)", idem_problem_count(app));
+	TAP_OK(idem_problem_count(app) == IDEM_P__MAX + 3,
+	    "three types defined (%d)", idem_problem_count(app));
 
 	memset(&req, 0, sizeof(req));
 	req.app = app;

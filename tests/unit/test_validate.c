@@ -56,10 +56,12 @@ static const struct {
 	{ "{\"amount\":null}", "amount: is required" },
 	{ "{\"amount\":0}", "amount: must be an integer from 1 to 100" },
 	{ "{\"amount\":101}", "amount: must be an integer from 1 to 100" },
-	{ "{\"amount\":1.5}", "amount: must be an integer" },
+	{ "{\"amount\":1.5}", "amount: must be an integer written without a "
+	  "fraction or an exponent" },
 	{ "{\"amount\":\"1\"}", "amount: must be an integer" },
 	{ "{\"amount\":true}", "amount: must be an integer" },
-	{ "{\"amount\":99999999999999999999}", "amount: must be an integer" },
+	{ "{\"amount\":99999999999999999999}",
+	  "amount: must be an integer from 1 to 100" },
 	{ "{\"amount\":1,\"amuont\":2}", "amuont: unknown member" },
 	{ "{\"amount\":1,\"code\":\"ab\"}",
 	  "code: must be 3 characters long" },
@@ -118,6 +120,88 @@ test_cases(void)
 	TAP_OK(idem_validate(v, &schema, NULL, 0) == 0,
 	    "a zero-length why buffer is allowed");
 	yajl_tree_free(v);
+}
+
+/* --- exact integers ------------------------------------------------------ */
+
+/* n: no declared bounds; wide: declared beyond 2^53 (clamped to it). */
+static const struct idem_body ints = { (const struct idem_member[]){
+	{ .name = "n", .type = IDEM_T_INTEGER },
+	{ .name = "amount", .type = IDEM_T_INTEGER, .min = 1,
+	  .max = 1000000000000LL },
+	{ .name = "wide", .type = IDEM_T_INTEGER, .min = -4611686018427387904LL,
+	  .max = 4611686018427387904LL },
+	{ .name = NULL } }, 0, NULL, 0, 0 };
+
+#define NOT_LITERAL	": must be an integer written without a fraction or " \
+	"an exponent"
+#define EXACT		": must be an integer from -9007199254740991 to " \
+	"9007199254740991"
+#define AMOUNT		"amount: must be an integer from 1 to 1000000000000"
+
+static const struct {
+	const char	*body;
+	const char	*why;		/* NULL: valid */
+	const char	*member;	/* valid: this member's value is... */
+	long long	 value;		/* ...exactly this */
+} icases[] = {
+	{ "{\"n\":100}", NULL, "n", 100 },
+	{ "{\"n\":-0}", NULL, "n", 0 },
+	{ "{\"n\":0}", NULL, "n", 0 },
+	{ "{\"n\":-42}", NULL, "n", -42 },
+	{ "{\"n\":9007199254740991}", NULL, "n", 9007199254740991LL },
+	{ "{\"n\":-9007199254740991}", NULL, "n", -9007199254740991LL },
+	{ "{\"wide\":9007199254740991}", NULL, "wide", 9007199254740991LL },
+	{ "{\"amount\":1000000000000}", NULL, "amount", 1000000000000LL },
+	{ "{\"n\":100.000000000000001}", "n" NOT_LITERAL, NULL, 0 },
+	{ "{\"n\":1e2}", "n" NOT_LITERAL, NULL, 0 },
+	{ "{\"n\":1E2}", "n" NOT_LITERAL, NULL, 0 },
+	{ "{\"n\":1.0}", "n" NOT_LITERAL, NULL, 0 },
+	{ "{\"n\":100e-2}", "n" NOT_LITERAL, NULL, 0 },
+	{ "{\"n\":-0.0}", "n" NOT_LITERAL, NULL, 0 },
+	{ "{\"n\":1e400}", "n" NOT_LITERAL, NULL, 0 },
+	{ "{\"n\":9007199254740992}", "n" EXACT, NULL, 0 },
+	{ "{\"n\":9007199254740993}", "n" EXACT, NULL, 0 },
+	{ "{\"n\":-9007199254740993}", "n" EXACT, NULL, 0 },
+	{ "{\"n\":99999999999999999999}", "n" EXACT, NULL, 0 },
+	{ "{\"wide\":9007199254740993}", "wide" EXACT, NULL, 0 },
+	{ "{\"amount\":100.000000000000001}", "amount" NOT_LITERAL, NULL, 0 },
+	{ "{\"amount\":999999999999.9999999}", "amount" NOT_LITERAL, NULL, 0 },
+	{ "{\"amount\":1e2}", "amount" NOT_LITERAL, NULL, 0 },
+	{ "{\"amount\":1.0}", "amount" NOT_LITERAL, NULL, 0 },
+	{ "{\"amount\":-0}", AMOUNT, NULL, 0 },
+	{ "{\"amount\":9007199254740993}", AMOUNT, NULL, 0 },
+	{ "{\"amount\":1000000000001}", AMOUNT, NULL, 0 },
+	{ "{\"n\":\"1\"}", "n: must be an integer", NULL, 0 },
+};
+
+static void
+test_integers(void)
+{
+	char		 why[320];
+	yajl_val	 v, m;
+	size_t		 i;
+	int		 rc;
+
+	for (i = 0; i < sizeof(icases) / sizeof(icases[0]); i++) {
+		v = yajl_tree_parse(icases[i].body, NULL, 0);
+		rc = v != NULL ? idem_validate(v, &ints, why, sizeof(why)) : -2;
+		if (icases[i].why == NULL) {
+			TAP_OK(rc == 0, "integer valid: %s (%s)", icases[i].body,
+			    why);
+			m = v != NULL ? v->u.object.values[0] : NULL;
+			TAP_OK(m != NULL && YAJL_IS_INTEGER(m) &&
+			    YAJL_GET_INTEGER(m) == icases[i].value,
+			    "  the value read is the literal's, %lld",
+			    icases[i].value);
+		} else {
+			TAP_OK(rc == -1, "integer refused: %s", icases[i].body);
+			TAP_STREQ(rc == -1 ? why : NULL, icases[i].why,
+			    "  detail");
+		}
+		if (v != NULL)
+			yajl_tree_free(v);
+	}
 }
 
 /* --- phases ------------------------------------------------------------- */
@@ -291,6 +375,7 @@ int
 main(void)
 {
 	test_cases();
+	test_integers();
 	test_phases();
 	test_openapi();
 	test_problem_base();
