@@ -345,6 +345,86 @@ struct idem_phase {
 int		 idem_req_phases(idem_req *req, const struct idem_phase *table,
 		    void *arg);
 
+/* --- outbound HTTP for handlers (httpclient.c) --------------------------- */
+
+/*
+ * A client for the external call of a handler or phase, on libcurl: one
+ * request built, sent within the request's time left, its answer read
+ * into memory (bounded).  Each worker thread keeps its own connections
+ * open between calls (keep-alive), so a second call to the same host
+ * reuses the first one's connection.  TLS peers are verified (the
+ * system's CAs, or idem_http_ca_file()); redirects are not followed.
+ */
+typedef struct idem_http	idem_http;	/* a request being built */
+typedef struct idem_http_resp	idem_http_resp;	/* its answer */
+
+/* What became of a call: a phase retries the transient ones or refuses. */
+enum idem_http_rc {
+	IDEM_HTTP_OK = 0,	/* an answer with a 2xx status */
+	IDEM_HTTP_STATUS,	/* an answer with another status */
+	IDEM_HTTP_CONNECT,	/* no connection (refused, unreachable, no
+				 * such host): the request was not sent */
+	IDEM_HTTP_TIMEOUT,	/* no answer within the time allowed (it may
+				 * have been acted upon) */
+	IDEM_HTTP_TLS,		/* TLS handshake or peer verification failed:
+				 * the request was not sent */
+	IDEM_HTTP_TOO_LARGE,	/* the answer was larger than allowed */
+	IDEM_HTTP_BROKEN,	/* the connection broke or the answer was not
+				 * HTTP (it may have been acted upon) */
+	IDEM_HTTP_FAIL,		/* the call was wrong (URL, arguments) or out
+				 * of memory: nothing sent */
+};
+
+/* A request for method (GET, POST...) and an http:// or https:// URL
+ * (copied); NULL when out of memory. */
+idem_http	*idem_http_new(const char *method, const char *url);
+void		 idem_http_free(idem_http *h);
+/* Add a header line (name and value copied); 0, or -1 when either has a
+ * CR, LF or NUL, or the name is empty or has a colon. */
+int		 idem_http_header(idem_http *h, const char *name,
+		    const char *value);
+/* The key derived from the request's Idempotency-Key for phase
+ * (idem_req_derived_key()) as the header name: 0, or -1. */
+int		 idem_http_derived_key(idem_http *h, const idem_req *req,
+		    const char *name, const char *phase);
+/* The request body (copied) with its Content-Type: 0, or -1. */
+int		 idem_http_body(idem_http *h, const char *content_type,
+		    const void *body, size_t len);
+/* The document of a finished JSON writer as an application/json body
+ * (copied; j stays the caller's): 0, or -1 when j failed or is open. */
+int		 idem_http_json(idem_http *h, const idem_json *j);
+/* Upper bound of the whole call in milliseconds (default 10000); a
+ * request's time left lowers it further (idem_http_send()). */
+void		 idem_http_timeout_ms(idem_http *h, long long ms);
+/* Bound of the answer's body in bytes (default 1 MiB); its headers are
+ * bounded to 64 KiB apart from that. */
+void		 idem_http_max_body(idem_http *h, size_t bytes);
+/* Verify TLS peers against the CA certificates of this PEM file (copied)
+ * instead of the system's. */
+int		 idem_http_ca_file(idem_http *h, const char *path);
+/*
+ * Send h and read the answer.  With req (not NULL) on an idempotent
+ * route the call ends within idem_req_time_left_ms(req): with no time
+ * left it is not made (IDEM_HTTP_TIMEOUT).  *resp is set on IDEM_HTTP_OK
+ * and IDEM_HTTP_STATUS (free it with idem_http_resp_free()), else NULL.
+ * err (may be NULL) gets a line saying what failed.  h can be sent again.
+ */
+enum idem_http_rc idem_http_send(idem_http *h, idem_req *req,
+		    idem_http_resp **resp, char *err, size_t errlen);
+/* The enumerator's name without its prefix ("timeout"). */
+const char	*idem_http_rc_name(enum idem_http_rc rc);
+
+int		 idem_http_resp_status(const idem_http_resp *r);
+/* The value of the first header called name (any case), or NULL. */
+const char	*idem_http_resp_header(const idem_http_resp *r,
+		    const char *name);
+/* The body, NUL-terminated (it may also hold NULs); len may be NULL. */
+const char	*idem_http_resp_body(const idem_http_resp *r, size_t *len);
+/* The body parsed as JSON (yajl, parsed on the first call, freed with r),
+ * or NULL when it is not JSON. */
+yajl_val	 idem_http_resp_json(idem_http_resp *r);
+void		 idem_http_resp_free(idem_http_resp *r);
+
 /* --- operations (idemctl) ---------------------------------------------- */
 
 /*
