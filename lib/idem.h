@@ -325,9 +325,14 @@ int		 idem_req_defer_args(idem_req *req, const char *sql,
 
 /* --- phases as a table (phases.c) ---------------------------------------- */
 
-/* A phase returns IDEM_PHASE_NEXT, IDEM_PHASE_END (the response it set
- * ends the request) or -1. */
-#define IDEM_PHASE_NEXT	0
+/*
+ * A phase returns IDEM_PHASE_NEXT, or what a handler returns: 0 (or
+ * IDEM_PHASE_END) once it set the response, which ends the request, or
+ * -1.  NEXT is not 0, so `return idem_resp_problem(...)` in a phase ends
+ * the request with the problem; and a phase that set a response ends it
+ * even when it returns NEXT (logged as a warning).
+ */
+#define IDEM_PHASE_NEXT	2
 #define IDEM_PHASE_END	1
 
 struct idem_phase {

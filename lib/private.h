@@ -236,6 +236,16 @@ void	idem_resp_reset(idem_req *req);
 void	idem_req_query_free(idem_req *req);
 int	idem_resp_has_header(const idem_req *req, const char *name);
 
+/* phases.c: what a phase's return means (rc: what it returned;
+ * has_response: it set a response; last: no phase follows). */
+enum idem_phase_step {
+	IDEM_STEP_FAIL,		/* -1: a 500 (or the phase's 503) */
+	IDEM_STEP_END,		/* the response it set ends the request */
+	IDEM_STEP_END_MISUSED,	/* NEXT after setting a response: ends too */
+	IDEM_STEP_NEXT,		/* commit, run the next phase */
+};
+enum idem_phase_step idem_phase_step(int rc, int has_response, int last);
+
 /* --- auth.c -------------------------------------------------------------- */
 
 /* How long a secret the database confirmed is taken as known. */
