@@ -86,6 +86,33 @@ int		 idem_app_config_key(idem_app *app, const char *section,
 const char	*idem_app_config(const idem_app *app, const char *section,
 		    const char *key);
 
+/* The type of an application config key, checked when the file is read
+ * (a bad value is a "file:line: ..." error, the program does not start). */
+enum idem_config_type {
+	IDEM_CONFIG_STRING,	/* any text (idem_app_config_key()) */
+	IDEM_CONFIG_INT,	/* a whole number, 0 or more */
+	IDEM_CONFIG_DURATION,	/* 250ms, 8s, 5m, 2h, 1d (a bare number:
+				 * seconds), as idem.conf(5)'s durations */
+	IDEM_CONFIG_SIZE,	/* 512, 64K, 1M, 2GiB..., as idem.conf(5)'s */
+	IDEM_CONFIG_BOOL,	/* on/off, true/false, yes/no, 1/0 */
+};
+/* idem_app_config_key() with the type its value must have. */
+int		 idem_app_config_key_type(idem_app *app, const char *section,
+		    const char *key, enum idem_config_type type);
+/*
+ * Typed values: 1 with *out set, 0 when the key is unset (*out left as
+ * the caller's default), -1 when its value is not of that type (possible
+ * only for a key declared with another type) or the key is unknown.
+ */
+int		 idem_app_config_int(const idem_app *app, const char *section,
+		    const char *key, long long *out);
+int		 idem_app_config_duration_ms(const idem_app *app,
+		    const char *section, const char *key, long long *out);
+int		 idem_app_config_size(const idem_app *app, const char *section,
+		    const char *key, size_t *out);
+int		 idem_app_config_bool(const idem_app *app, const char *section,
+		    const char *key, int *out);
+
 /*
  * Parse the command line (-c FILE, -l ADDR, -t N) and load the config
  * (application keys must be allowed first).  0, or an exit status.
