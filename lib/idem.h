@@ -157,6 +157,27 @@ PGconn		*idem_req_db(idem_req *req);
 int		 idem_req_defer(idem_req *req, const char *sql, int nparams,
 		    const char *const *values);
 
+/* --- logs ---------------------------------------------------------------- */
+
+enum idem_log_level { IDEM_LOG_DEBUG, IDEM_LOG_INFO, IDEM_LOG_WARN,
+	IDEM_LOG_ERROR };
+
+/*
+ * A line of the JSON log on stderr, {"time","level","msg","request_id"},
+ * under [server] log_level like the framework's own: fmt is printf-style,
+ * the message cut at 1 KiB and stripped of trailing newlines.
+ */
+void		 idem_req_log(const idem_req *req, enum idem_log_level level,
+		    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/*
+ * A statement of the handler's own (PQexec on idem_req_db()) failed:
+ * log it with the request id, remember its SQLSTATE, PQclear(r), and
+ * return -1 for the handler to return.  A statement timeout, lock
+ * timeout, serialization failure or deadlock then answers 503 with
+ * Retry-After (nothing stored), like a failure of idem_req_exec().
+ */
+int		 idem_req_db_error(idem_req *req, PGresult *r);
+
 /* --- response ---------------------------------------------------------- */
 
 /* Set status, Content-Type and body (copied). */
