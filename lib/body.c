@@ -7,19 +7,50 @@
 
 #include "private.h"
 
+/* At most this many failures are listed in a 400's "errors". */
+#define IDEM_VALIDATION_ERRORS_MAX	32
+
 /* The handler of a route with a declared body: validate, then the
  * application's handler (also when resumed at a later phase: the body is
  * the same, so it passes again). */
 static int
 validated(idem_req *req, void *arg)
 {
-	const struct idem_route	*rt = req->route;
-	char			 why[320];
+	const struct idem_route		*rt = req->route;
+	struct idem_validation_error	 errs[IDEM_VALIDATION_ERRORS_MAX];
+	struct idem_buf			 ext = { 0 };
+	char				 why[320];
+	size_t				 n, i;
+	int				 rc;
 
 	(void)arg;
-	if (idem_validate(req->json, rt->body, why, sizeof(why)) == -1)
-		return idem_resp_problem(req, IDEM_P_VALIDATION, "%s", why);
-	return rt->body_fn(req, rt->body_arg);
+	n = idem_validate_collect(req->json, rt->body, why, sizeof(why), errs,
+	    IDEM_VALIDATION_ERRORS_MAX);
+	if (n == 0)
+		return rt->body_fn(req, rt->body_arg);
+	/* RFC 9457's extension member: every failure, by JSON Pointer. */
+	idem_buf_adds(&ext, ",\"errors\":[");
+	for (i = 0; i < n && i < IDEM_VALIDATION_ERRORS_MAX; i++) {
+		idem_buf_adds(&ext, i > 0 ? ",{\"pointer\":" : "{\"pointer\":");
+		idem_buf_add_jstr(&ext, errs[i].pointer,
+		    strlen(errs[i].pointer));
+		idem_buf_adds(&ext, ",\"detail\":");
+		idem_buf_add_jstr(&ext, errs[i].detail, strlen(errs[i].detail));
+		idem_buf_addc(&ext, '}');
+	}
+	if (idem_buf_adds(&ext, "]") == -1) {
+		idem_buf_free(&ext);
+		return -1;
+	}
+	if (n == 1)
+		rc = idem_resp_problem_ext(req, IDEM_P_VALIDATION, ext.p, "%s",
+		    why);
+	else
+		rc = idem_resp_problem_ext(req, IDEM_P_VALIDATION, ext.p,
+		    "%s (and %lu more: see errors)", why,
+		    (unsigned long)(n - 1));
+	idem_buf_free(&ext);
+	return rc;
 }
 
 int

@@ -332,6 +332,19 @@ struct idem_body {
 int		 idem_validate(yajl_val v, const struct idem_body *b,
 		    char *why, size_t whylen);
 /*
+ * Every failure of v against b, one per member: the first max of them
+ * into errs, each a JSON Pointer (RFC 6901; "" for the body itself) and
+ * the rule it breaks ("must be an integer").  Returns how many failures
+ * there are (0: valid), which may be more than max.
+ */
+#define IDEM_VALIDATION_TEXT_MAX	256
+struct idem_validation_error {
+	char	pointer[IDEM_VALIDATION_TEXT_MAX];	/* "/metadata/key" */
+	char	detail[IDEM_VALIDATION_TEXT_MAX];	/* "must be a string" */
+};
+size_t		 idem_validate_errors(yajl_val v, const struct idem_body *b,
+		    struct idem_validation_error *errs, size_t max);
+/*
  * Declare the body of a JSON route (registered before): each request is
  * validated before its handler runs, and an invalid one gets 400
  * validation-error naming the member and the rule (stored, on idempotent

@@ -164,6 +164,12 @@ enum idem_verdict {
 enum idem_verdict idem_claim_verdict(const struct idem_claim_row *row,
 	    int phased);
 
+/* validate.c: idem_validate() and idem_validate_errors() at once: the
+ * first failure into why, the first max into errs; the failures' count. */
+size_t	idem_validate_collect(yajl_val v, const struct idem_body *b,
+	    char *why, size_t whylen, struct idem_validation_error *errs,
+	    size_t max);
+
 /* --- config.c: the INI config file -------------------------------------- */
 
 /* One [route "METHOD /path"] section; 0 (and line 0): not set there. */

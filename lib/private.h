@@ -119,6 +119,11 @@ void	    idem_app_problems_free(idem_app *app);
 const char *idem_problem_base(const idem_app *app);
 /* Link: <type>; rel="describedby" for slug. */
 int	    idem_problem_link(idem_req *req, const char *slug);
+/* idem_resp_problem() with extension members: ext is JSON text of the
+ * form ',"name":value...' (NULL: none). */
+int	    idem_resp_problem_ext(idem_req *req, enum idem_problem p,
+	    const char *ext, const char *fmt, ...)
+	    __attribute__((format(printf, 4, 5)));
 int	    idem_problem_doc_handler(idem_req *req, void *arg);
 /* openapi.c: the document of app's routes (NULL: out of memory), and
  * GET /openapi.json */
