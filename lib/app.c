@@ -65,6 +65,65 @@ idem_app_config(const idem_app *app, const char *section, const char *key)
 	return idem_cfg_app_get(&app->cfg, section, key);
 }
 
+int
+idem_app_config_key_type(idem_app *app, const char *section,
+    const char *key, enum idem_config_type type)
+{
+	return idem_cfg_allow_typed(&app->cfg, section, key, type);
+}
+
+int
+idem_app_config_int(const idem_app *app, const char *section,
+    const char *key, long long *out)
+{
+	union idem_cfg_value	v;
+	int			rc;
+
+	if ((rc = idem_cfg_app_typed(&app->cfg, section, key, IDEM_CONFIG_INT,
+	    &v)) == 1)
+		*out = v.i;
+	return rc;
+}
+
+int
+idem_app_config_duration_ms(const idem_app *app, const char *section,
+    const char *key, long long *out)
+{
+	union idem_cfg_value	v;
+	int			rc;
+
+	if ((rc = idem_cfg_app_typed(&app->cfg, section, key,
+	    IDEM_CONFIG_DURATION, &v)) == 1)
+		*out = v.i;
+	return rc;
+}
+
+int
+idem_app_config_size(const idem_app *app, const char *section,
+    const char *key, size_t *out)
+{
+	union idem_cfg_value	v;
+	int			rc;
+
+	if ((rc = idem_cfg_app_typed(&app->cfg, section, key,
+	    IDEM_CONFIG_SIZE, &v)) == 1)
+		*out = v.size;
+	return rc;
+}
+
+int
+idem_app_config_bool(const idem_app *app, const char *section,
+    const char *key, int *out)
+{
+	union idem_cfg_value	v;
+	int			rc;
+
+	if ((rc = idem_cfg_app_typed(&app->cfg, section, key,
+	    IDEM_CONFIG_BOOL, &v)) == 1)
+		*out = v.b;
+	return rc;
+}
+
 static void
 usage(const char *name)
 {

@@ -7,22 +7,52 @@
 
 #include "private.h"
 
+/* At most this many failures are listed in a 400's "errors". */
+#define IDEM_VALIDATION_ERRORS_MAX	32
+
 /*
- * Refuse a body its route's declaration does not admit: 400 naming the
- * member, before the handler runs (and, on an idempotent route, before
+ * Refuse a body its route's declaration does not admit: 400 listing every
+ * failure, before the handler runs (and, on an idempotent route, before
  * the key is looked at, so that nothing is stored and the corrected retry
  * with the same key executes).  0 when admitted, -1 with the problem set.
  */
 int
 idem_req_body_check(idem_req *req)
 {
-	const struct idem_route	*rt = req->route;
-	char			 why[320];
+	const struct idem_route		*rt = req->route;
+	struct idem_validation_error	 errs[IDEM_VALIDATION_ERRORS_MAX];
+	struct idem_buf			 ext = { 0 };
+	char				 why[320];
+	size_t				 n, i;
 
-	if (rt == NULL || rt->body == NULL ||
-	    idem_validate(req->json, rt->body, why, sizeof(why)) == 0)
+	if (rt == NULL || rt->body == NULL)
 		return 0;
-	idem_resp_problem(req, IDEM_P_VALIDATION, "%s", why);
+	n = idem_validate_collect(req->json, rt->body, why, sizeof(why), errs,
+	    IDEM_VALIDATION_ERRORS_MAX);
+	if (n == 0)
+		return 0;
+	/* RFC 9457's extension member: every failure, by JSON Pointer. */
+	idem_buf_adds(&ext, ",\"errors\":[");
+	for (i = 0; i < n && i < IDEM_VALIDATION_ERRORS_MAX; i++) {
+		idem_buf_adds(&ext, i > 0 ? ",{\"pointer\":" : "{\"pointer\":");
+		idem_buf_add_jstr(&ext, errs[i].pointer,
+		    strlen(errs[i].pointer));
+		idem_buf_adds(&ext, ",\"detail\":");
+		idem_buf_add_jstr(&ext, errs[i].detail, strlen(errs[i].detail));
+		idem_buf_addc(&ext, '}');
+	}
+	if (idem_buf_adds(&ext, "]") == -1) {
+		idem_buf_free(&ext);
+		idem_resp_problem(req, IDEM_P_VALIDATION, "%s", why);
+		return -1;
+	}
+	if (n == 1)
+		idem_resp_problem_ext(req, IDEM_P_VALIDATION, ext.p, "%s", why);
+	else
+		idem_resp_problem_ext(req, IDEM_P_VALIDATION, ext.p,
+		    "%s (and %lu more: see errors)", why,
+		    (unsigned long)(n - 1));
+	idem_buf_free(&ext);
 	return -1;
 }
 

@@ -45,6 +45,7 @@ complete_one(idem_app *app, const PGresult *r, int row)
 	req.app = app;
 	if (idem_random_hex(req.request_id, 8) == -1)
 		strcpy(req.request_id, "0");
+	idem_log_bind(req.request_id);
 	if (PQgetlength(r, row, 1) >= (int)sizeof(req.method) ||
 	    PQgetlength(r, row, 3) > IDEM_KEY_MAX ||
 	    PQgetlength(r, row, 4) != 32)
@@ -86,6 +87,7 @@ complete_one(idem_app *app, const PGresult *r, int row)
 	    req.status);
 out:
 	idem_req_release(&req);
+	idem_log_bind(NULL);
 	return rc;
 }
 

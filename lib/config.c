@@ -141,6 +141,7 @@ static int	 perr(struct parse *, unsigned long, const char *, ...)
 		    __attribute__((format(printf, 3, 4)));
 static void	 errmsg(char *, size_t, const char *, ...)
 		    __attribute__((format(printf, 3, 4)));
+static int	 parse_int(const char *, long long, long long, long long *);
 
 static void
 errmsg(char *err, size_t errlen, const char *fmt, ...)
@@ -234,16 +235,27 @@ builtin_sect(const char *name)
 int
 idem_cfg_allow(struct idem_cfg *cfg, const char *section, const char *key)
 {
+	return idem_cfg_allow_typed(cfg, section, key, IDEM_CONFIG_STRING);
+}
+
+int
+idem_cfg_allow_typed(struct idem_cfg *cfg, const char *section,
+    const char *key, enum idem_config_type type)
+{
 	struct idem_cfg_kv	*kv, **tail;
 
 	/* Built-in sections are never application sections. */
 	if (cfg == NULL || section == NULL || key == NULL ||
-	    *section == '\0' || *key == '\0' || builtin_sect(section) != S_NONE)
+	    *section == '\0' || *key == '\0' ||
+	    builtin_sect(section) != S_NONE || type < IDEM_CONFIG_STRING ||
+	    type > IDEM_CONFIG_BOOL)
 		return -1;
 	for (tail = &cfg->app; *tail != NULL; tail = &(*tail)->next)
 		if (strcmp((*tail)->section, section) == 0 &&
-		    strcmp((*tail)->key, key) == 0)
+		    strcmp((*tail)->key, key) == 0) {
+			(*tail)->type = type;
 			return 0;
+		}
 	if ((kv = calloc(1, sizeof(*kv))) == NULL)
 		return -1;
 	if ((kv->section = strdup(section)) == NULL ||
@@ -252,8 +264,55 @@ idem_cfg_allow(struct idem_cfg *cfg, const char *section, const char *key)
 		free(kv);
 		return -1;
 	}
+	kv->type = type;
 	*tail = kv;
 	return 0;
+}
+
+int
+idem_cfg_value_parse(enum idem_config_type type, const char *text,
+    union idem_cfg_value *out, const char **why)
+{
+	static const char *const yes[] = { "on", "true", "yes", "1" };
+	static const char *const no[] = { "off", "false", "no", "0" };
+	size_t	i;
+
+	*why = NULL;
+	switch (type) {
+	case IDEM_CONFIG_STRING:
+		return 0;
+	case IDEM_CONFIG_INT:
+		if (parse_int(text, 0, LLONG_MAX, &out->i) == 0)
+			return 0;
+		*why = "a whole number (0 or more)";
+		return -1;
+	case IDEM_CONFIG_DURATION:
+		if (idem_parse_duration(text, &out->i) == 0)
+			return 0;
+		*why = "a duration (a number with ms, s, m, h or d; none: "
+		    "seconds)";
+		return -1;
+	case IDEM_CONFIG_SIZE:
+		if (idem_parse_size(text, &out->size) == 0)
+			return 0;
+		*why = "a size (a number with K, M or G; none: bytes)";
+		return -1;
+	case IDEM_CONFIG_BOOL:
+		for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+			if (strcmp(text, yes[i]) == 0) {
+				out->b = 1;
+				return 0;
+			}
+			if (strcmp(text, no[i]) == 0) {
+				out->b = 0;
+				return 0;
+			}
+		}
+		*why = "on or off (true/false, yes/no, 1/0)";
+		return -1;
+	}
+	*why = "a known type";
+	return -1;
 }
 
 int
@@ -721,6 +780,8 @@ static int
 parse_keyval(struct parse *ps, char *s)
 {
 	struct idem_cfg_kv	*kv;
+	union idem_cfg_value	 typed;
+	const char		*why;
 	char			*eq, *key, *val, *e;
 	size_t			 i;
 
@@ -756,6 +817,9 @@ parse_keyval(struct parse *ps, char *s)
 		if (ps->app[i].line != 0)
 			return perr(ps, ps->line, "duplicate key %.64s "
 			    "(first on line %lu)", key, ps->app[i].line);
+		if (idem_cfg_value_parse(kv->type, val, &typed, &why) == -1)
+			return perr(ps, ps->line, "%.64s: expected %s, got "
+			    "\"%.64s\"", key, why, val);
 		if (set_str(&kv->value, val) == -1)
 			return perr(ps, ps->line, "out of memory");
 		ps->app[i].line = ps->line;
@@ -995,6 +1059,26 @@ idem_cfg_app_get(const struct idem_cfg *cfg, const char *section,
 		    strcmp(kv->key, key) == 0)
 			return kv->value;
 	return NULL;
+}
+
+int
+idem_cfg_app_typed(const struct idem_cfg *cfg, const char *section,
+    const char *key, enum idem_config_type type, union idem_cfg_value *out)
+{
+	const struct idem_cfg_kv	*kv;
+	const char			*why;
+
+	if (cfg == NULL || section == NULL || key == NULL)
+		return -1;
+	for (kv = cfg->app; kv != NULL; kv = kv->next)
+		if (strcmp(kv->section, section) == 0 &&
+		    strcmp(kv->key, key) == 0)
+			break;
+	if (kv == NULL)
+		return -1;
+	if (kv->value == NULL)
+		return 0;
+	return idem_cfg_value_parse(type, kv->value, out, &why) == 0 ? 1 : -1;
 }
 
 void

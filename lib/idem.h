@@ -88,6 +88,33 @@ int		 idem_app_config_key(idem_app *app, const char *section,
 const char	*idem_app_config(const idem_app *app, const char *section,
 		    const char *key);
 
+/* The type of an application config key, checked when the file is read
+ * (a bad value is a "file:line: ..." error, the program does not start). */
+enum idem_config_type {
+	IDEM_CONFIG_STRING,	/* any text (idem_app_config_key()) */
+	IDEM_CONFIG_INT,	/* a whole number, 0 or more */
+	IDEM_CONFIG_DURATION,	/* 250ms, 8s, 5m, 2h, 1d (a bare number:
+				 * seconds), as idem.conf(5)'s durations */
+	IDEM_CONFIG_SIZE,	/* 512, 64K, 1M, 2GiB..., as idem.conf(5)'s */
+	IDEM_CONFIG_BOOL,	/* on/off, true/false, yes/no, 1/0 */
+};
+/* idem_app_config_key() with the type its value must have. */
+int		 idem_app_config_key_type(idem_app *app, const char *section,
+		    const char *key, enum idem_config_type type);
+/*
+ * Typed values: 1 with *out set, 0 when the key is unset (*out left as
+ * the caller's default), -1 when its value is not of that type (possible
+ * only for a key declared with another type) or the key is unknown.
+ */
+int		 idem_app_config_int(const idem_app *app, const char *section,
+		    const char *key, long long *out);
+int		 idem_app_config_duration_ms(const idem_app *app,
+		    const char *section, const char *key, long long *out);
+int		 idem_app_config_size(const idem_app *app, const char *section,
+		    const char *key, size_t *out);
+int		 idem_app_config_bool(const idem_app *app, const char *section,
+		    const char *key, int *out);
+
 /*
  * Parse the command line (-c FILE, -l ADDR, -t N) and load the config
  * (application keys must be allowed first).  0, or an exit status.
@@ -131,6 +158,27 @@ PGconn		*idem_req_db(idem_req *req);
  */
 int		 idem_req_defer(idem_req *req, const char *sql, int nparams,
 		    const char *const *values);
+
+/* --- logs ---------------------------------------------------------------- */
+
+enum idem_log_level { IDEM_LOG_DEBUG, IDEM_LOG_INFO, IDEM_LOG_WARN,
+	IDEM_LOG_ERROR };
+
+/*
+ * A line of the JSON log on stderr, {"time","level","msg","request_id"},
+ * under [server] log_level like the framework's own: fmt is printf-style,
+ * the message cut at 1 KiB and stripped of trailing newlines.
+ */
+void		 idem_req_log(const idem_req *req, enum idem_log_level level,
+		    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/*
+ * A statement of the handler's own (PQexec on idem_req_db()) failed:
+ * log it with the request id, remember its SQLSTATE, PQclear(r), and
+ * return -1 for the handler to return.  A statement timeout, lock
+ * timeout, serialization failure or deadlock then answers 503 with
+ * Retry-After (nothing stored), like a failure of idem_req_exec().
+ */
+int		 idem_req_db_error(idem_req *req, PGresult *r);
 
 /* --- response ---------------------------------------------------------- */
 
@@ -290,6 +338,19 @@ struct idem_body {
 int		 idem_validate(yajl_val v, const struct idem_body *b,
 		    char *why, size_t whylen);
 /*
+ * Every failure of v against b, one per member: the first max of them
+ * into errs, each a JSON Pointer (RFC 6901; "" for the body itself) and
+ * the rule it breaks ("must be an integer").  Returns how many failures
+ * there are (0: valid), which may be more than max.
+ */
+#define IDEM_VALIDATION_TEXT_MAX	256
+struct idem_validation_error {
+	char	pointer[IDEM_VALIDATION_TEXT_MAX];	/* "/metadata/key" */
+	char	detail[IDEM_VALIDATION_TEXT_MAX];	/* "must be a string" */
+};
+size_t		 idem_validate_errors(yajl_val v, const struct idem_body *b,
+		    struct idem_validation_error *errs, size_t max);
+/*
  * Declare the body of a JSON route (registered before): each request is
  * validated before its handler runs, and an invalid one gets 400
  * validation-error naming the member and the rule (on idempotent routes
@@ -332,9 +393,14 @@ int		 idem_req_defer_args(idem_req *req, const char *sql,
 
 /* --- phases as a table (phases.c) ---------------------------------------- */
 
-/* A phase returns IDEM_PHASE_NEXT, IDEM_PHASE_END (the response it set
- * ends the request) or -1. */
-#define IDEM_PHASE_NEXT	0
+/*
+ * A phase returns IDEM_PHASE_NEXT, or what a handler returns: 0 (or
+ * IDEM_PHASE_END) once it set the response, which ends the request, or
+ * -1.  NEXT is not 0, so `return idem_resp_problem(...)` in a phase ends
+ * the request with the problem; and a phase that set a response ends it
+ * even when it returns NEXT (logged as a warning).
+ */
+#define IDEM_PHASE_NEXT	2
 #define IDEM_PHASE_END	1
 
 struct idem_phase {
@@ -351,6 +417,86 @@ struct idem_phase {
  */
 int		 idem_req_phases(idem_req *req, const struct idem_phase *table,
 		    void *arg);
+
+/* --- outbound HTTP for handlers (httpclient.c) --------------------------- */
+
+/*
+ * A client for the external call of a handler or phase, on libcurl: one
+ * request built, sent within the request's time left, its answer read
+ * into memory (bounded).  Each worker thread keeps its own connections
+ * open between calls (keep-alive), so a second call to the same host
+ * reuses the first one's connection.  TLS peers are verified (the
+ * system's CAs, or idem_http_ca_file()); redirects are not followed.
+ */
+typedef struct idem_http	idem_http;	/* a request being built */
+typedef struct idem_http_resp	idem_http_resp;	/* its answer */
+
+/* What became of a call: a phase retries the transient ones or refuses. */
+enum idem_http_rc {
+	IDEM_HTTP_OK = 0,	/* an answer with a 2xx status */
+	IDEM_HTTP_STATUS,	/* an answer with another status */
+	IDEM_HTTP_CONNECT,	/* no connection (refused, unreachable, no
+				 * such host): the request was not sent */
+	IDEM_HTTP_TIMEOUT,	/* no answer within the time allowed (it may
+				 * have been acted upon) */
+	IDEM_HTTP_TLS,		/* TLS handshake or peer verification failed:
+				 * the request was not sent */
+	IDEM_HTTP_TOO_LARGE,	/* the answer was larger than allowed */
+	IDEM_HTTP_BROKEN,	/* the connection broke or the answer was not
+				 * HTTP (it may have been acted upon) */
+	IDEM_HTTP_FAIL,		/* the call was wrong (URL, arguments) or out
+				 * of memory: nothing sent */
+};
+
+/* A request for method (GET, POST...) and an http:// or https:// URL
+ * (copied); NULL when out of memory. */
+idem_http	*idem_http_new(const char *method, const char *url);
+void		 idem_http_free(idem_http *h);
+/* Add a header line (name and value copied); 0, or -1 when either has a
+ * CR, LF or NUL, or the name is empty or has a colon. */
+int		 idem_http_header(idem_http *h, const char *name,
+		    const char *value);
+/* The key derived from the request's Idempotency-Key for phase
+ * (idem_req_derived_key()) as the header name: 0, or -1. */
+int		 idem_http_derived_key(idem_http *h, const idem_req *req,
+		    const char *name, const char *phase);
+/* The request body (copied) with its Content-Type: 0, or -1. */
+int		 idem_http_body(idem_http *h, const char *content_type,
+		    const void *body, size_t len);
+/* The document of a finished JSON writer as an application/json body
+ * (copied; j stays the caller's): 0, or -1 when j failed or is open. */
+int		 idem_http_json(idem_http *h, const idem_json *j);
+/* Upper bound of the whole call in milliseconds (default 10000); a
+ * request's time left lowers it further (idem_http_send()). */
+void		 idem_http_timeout_ms(idem_http *h, long long ms);
+/* Bound of the answer's body in bytes (default 1 MiB); its headers are
+ * bounded to 64 KiB apart from that. */
+void		 idem_http_max_body(idem_http *h, size_t bytes);
+/* Verify TLS peers against the CA certificates of this PEM file (copied)
+ * instead of the system's. */
+int		 idem_http_ca_file(idem_http *h, const char *path);
+/*
+ * Send h and read the answer.  With req (not NULL) on an idempotent
+ * route the call ends within idem_req_time_left_ms(req): with no time
+ * left it is not made (IDEM_HTTP_TIMEOUT).  *resp is set on IDEM_HTTP_OK
+ * and IDEM_HTTP_STATUS (free it with idem_http_resp_free()), else NULL.
+ * err (may be NULL) gets a line saying what failed.  h can be sent again.
+ */
+enum idem_http_rc idem_http_send(idem_http *h, idem_req *req,
+		    idem_http_resp **resp, char *err, size_t errlen);
+/* The enumerator's name without its prefix ("timeout"). */
+const char	*idem_http_rc_name(enum idem_http_rc rc);
+
+int		 idem_http_resp_status(const idem_http_resp *r);
+/* The value of the first header called name (any case), or NULL. */
+const char	*idem_http_resp_header(const idem_http_resp *r,
+		    const char *name);
+/* The body, NUL-terminated (it may also hold NULs); len may be NULL. */
+const char	*idem_http_resp_body(const idem_http_resp *r, size_t *len);
+/* The body parsed as JSON (yajl, parsed on the first call, freed with r),
+ * or NULL when it is not JSON. */
+yajl_val	 idem_http_resp_json(idem_http_resp *r);
+void		 idem_http_resp_free(idem_http_resp *r);
 
 /* --- operations (idemctl) ---------------------------------------------- */
 

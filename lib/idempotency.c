@@ -177,7 +177,7 @@ failed(idem_req *req, int rc)
 		    req->txn.retry_later);
 		req->outcome = IDEM_OUT_ERROR;
 	} else if (rc == IDEM_RC_TRANSIENT || req->db_unavailable ||
-	    idem_db_broken(req->db))
+	    idem_db_broken(req->db) || idem_sqlstate_transient(req->db_sqlstate))
 		unavailable(req);
 	else
 		idem_resp_problem(req, IDEM_P_INTERNAL,
@@ -828,8 +828,7 @@ idem_req_defer(idem_req *req, const char *sql, int nparams,
 		ok = PQresultStatus(r) == PGRES_COMMAND_OK ||
 		    PQresultStatus(r) == PGRES_TUPLES_OK;
 		if (!ok)
-			idem_log(IDEM_LOG_ERROR, "db: %s",
-			    PQresultErrorMessage(r));
+			idem_log_db_result(req, r);
 		PQclear(r);
 		return ok ? 0 : -1;
 	}

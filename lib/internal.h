@@ -185,6 +185,12 @@ enum idem_verdict {
 enum idem_verdict idem_claim_verdict(const struct idem_claim_row *row,
 	    int phased);
 
+/* validate.c: idem_validate() and idem_validate_errors() at once: the
+ * first failure into why, the first max into errs; the failures' count. */
+size_t	idem_validate_collect(yajl_val v, const struct idem_body *b,
+	    char *why, size_t whylen, struct idem_validation_error *errs,
+	    size_t max);
+
 /* --- config.c: the INI config file -------------------------------------- */
 
 /* One [route "METHOD /path"] section; 0 (and line 0): not set there. */
@@ -219,6 +225,7 @@ struct idem_cfg_kv {			/* an application key */
 	char			*section;
 	char			*key;
 	char			*value;		/* NULL until set */
+	enum idem_config_type	 type;		/* checked when parsed */
 	struct idem_cfg_kv	*next;
 };
 
@@ -276,6 +283,24 @@ void	idem_cfg_route_limits(const struct idem_cfg *cfg, const char *method,
 	    const char *pattern, struct idem_route_limits *out);
 const char *idem_cfg_app_get(const struct idem_cfg *cfg,
 	    const char *section, const char *key);
+/* idem_cfg_allow() with the type the value must have (a second call
+ * changes the type). */
+int	idem_cfg_allow_typed(struct idem_cfg *cfg, const char *section,
+	    const char *key, enum idem_config_type type);
+/* A typed value from its text.  The union member of type is set; 0, or
+ * -1 with what was expected (for "file:line: key: ...") in *why. */
+union idem_cfg_value {
+	long long	i;	/* INT, and DURATION in ms */
+	size_t		size;
+	int		b;
+};
+int	idem_cfg_value_parse(enum idem_config_type type, const char *text,
+	    union idem_cfg_value *out, const char **why);
+/* The application key's value, typed: 1 set, 0 unset, -1 not of type or
+ * not an allowed key. */
+int	idem_cfg_app_typed(const struct idem_cfg *cfg, const char *section,
+	    const char *key, enum idem_config_type type,
+	    union idem_cfg_value *out);
 void	idem_cfg_free(struct idem_cfg *cfg);
 
 /*

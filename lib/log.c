@@ -55,27 +55,88 @@ log_emit(struct idem_buf *b)
 	log_write(b);
 }
 
+/* ,"name":"value" with value escaped. */
+static void
+add_field(struct idem_buf *b, const char *name, const char *value)
+{
+	idem_buf_addf(b, ",\"%s\":", name);
+	idem_buf_add_jstr(b, value, strlen(value));
+}
+
+/* The request the calling thread serves (idem_log_bind()). */
+static __thread const char *bound_request_id;
+
 void
-idem_log(enum idem_log_level lvl, const char *fmt, ...)
+idem_log_bind(const char *request_id)
+{
+	bound_request_id = request_id;
+}
+
+/* A line with msg (trailing blanks and newlines cut: libpq ends its
+ * messages in one) and, when there is one, the request's id. */
+static void
+log_line(enum idem_log_level lvl, const char *request_id, const char *fmt,
+    va_list ap)
 {
 	struct idem_buf	 b = { 0 };
 	char		 msg[1024];
-	va_list		 ap;
 	int		 n;
 
-	if (lvl < min_level)
+	if (lvl < min_level || (unsigned)lvl > IDEM_LOG_ERROR)
 		return;
-	va_start(ap, fmt);
 	n = vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof(msg))
 		n = sizeof(msg) - 1;
+	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r' ||
+	    msg[n - 1] == ' ' || msg[n - 1] == '\t'))
+		n--;
 	log_prefix(&b, lvl);
 	idem_buf_adds(&b, ",\"msg\":");
 	idem_buf_add_jstr(&b, msg, (size_t)n);
+	if (request_id != NULL && request_id[0] != '\0')
+		add_field(&b, "request_id", request_id);
 	log_emit(&b);
+}
+
+void
+idem_log(enum idem_log_level lvl, const char *fmt, ...)
+{
+	va_list	ap;
+
+	va_start(ap, fmt);
+	log_line(lvl, bound_request_id, fmt, ap);
+	va_end(ap);
+}
+
+void
+idem_req_log(const idem_req *req, enum idem_log_level lvl, const char *fmt,
+    ...)
+{
+	va_list	ap;
+
+	va_start(ap, fmt);
+	log_line(lvl, req != NULL ? req->request_id : bound_request_id, fmt,
+	    ap);
+	va_end(ap);
+}
+
+void
+idem_log_db_result(idem_req *req, const PGresult *r)
+{
+	const char	*st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	const char	*m = r != NULL ? PQresultErrorMessage(r) : "no result";
+	size_t		 n = strlen(m);
+
+	if (req != NULL)
+		snprintf(req->db_sqlstate, sizeof(req->db_sqlstate), "%s",
+		    st != NULL ? st : "");
+	while (n > 0 && (m[n - 1] == '\n' || m[n - 1] == ' '))
+		n--;
+	idem_req_log(req, IDEM_LOG_ERROR, "db: %.*s%s%s%s", (int)(n < 900 ?
+	    n : 900), m, st != NULL ? " (SQLSTATE " : "", st != NULL ? st :
+	    "", st != NULL ? ")" : "");
 }
 
 static const char *const outcome_names[IDEM_OUT__COUNT] = {
@@ -89,14 +150,6 @@ const char *
 idem_outcome_name(enum idem_outcome o)
 {
 	return (unsigned)o < IDEM_OUT__COUNT ? outcome_names[o] : NULL;
-}
-
-/* ,"name":"value" with value escaped. */
-static void
-add_field(struct idem_buf *b, const char *name, const char *value)
-{
-	idem_buf_addf(b, ",\"%s\":", name);
-	idem_buf_add_jstr(b, value, strlen(value));
 }
 
 void

@@ -117,14 +117,20 @@ idem_req_exec(idem_req *req, const char *sql, idem_args *a)
 		    NULL, NULL, 0);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK &&
 		    PQresultStatus(r) != PGRES_COMMAND_OK) {
-			idem_log(IDEM_LOG_ERROR, "db: %s",
-			    PQresultErrorMessage(r));
-			PQclear(r);
+			idem_req_db_error(req, r);
 			r = NULL;
 		}
 	}
 	idem_args_free(a);
 	return r;
+}
+
+int
+idem_req_db_error(idem_req *req, PGresult *r)
+{
+	idem_log_db_result(req, r);
+	PQclear(r);
+	return -1;
 }
 
 int

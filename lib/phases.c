@@ -7,6 +7,18 @@
 
 #include "private.h"
 
+enum idem_phase_step
+idem_phase_step(int rc, int has_response, int last)
+{
+	if (rc == -1)
+		return IDEM_STEP_FAIL;
+	/* Anything but NEXT is a handler's return: the response is set. */
+	if (rc != IDEM_PHASE_NEXT || last)
+		return IDEM_STEP_END;
+	/* NEXT with a response set would let the next phase replace it. */
+	return has_response ? IDEM_STEP_END_MISUSED : IDEM_STEP_NEXT;
+}
+
 int
 idem_req_phases(idem_req *req, const struct idem_phase *table, void *arg)
 {
@@ -28,10 +40,20 @@ idem_req_phases(idem_req *req, const struct idem_phase *table, void *arg)
 	}
 	for (; table[i].point != NULL; i++) {
 		rc = table[i].fn(req, arg);
-		if (rc == -1)
+		switch (idem_phase_step(rc, req->status != 0,
+		    table[i + 1].point == NULL)) {
+		case IDEM_STEP_FAIL:
 			return -1;
-		if (rc == IDEM_PHASE_END || table[i + 1].point == NULL)
+		case IDEM_STEP_END_MISUSED:
+			idem_log(IDEM_LOG_WARN, "phase \"%.64s\" set a %d "
+			    "response and returned IDEM_PHASE_NEXT: the response "
+			    "ends the request", table[i].point, req->status);
+			return 0;
+		case IDEM_STEP_END:
 			return 0;	/* the response is set (or the 500) */
+		case IDEM_STEP_NEXT:
+			break;
+		}
 		if (idem_txn_phased(req) &&
 		    idem_req_phase_commit(req, table[i + 1].point) == -1)
 			return -1;

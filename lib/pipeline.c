@@ -18,9 +18,7 @@ transient(const PGresult *r)
 {
 	const char	*st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
 
-	return st == NULL || strncmp(st, "08", 2) == 0 ||
-	    strncmp(st, "57", 2) == 0 || strncmp(st, "53", 2) == 0 ||
-	    strncmp(st, "40", 2) == 0;
+	return st == NULL || idem_sqlstate_transient(st);
 }
 
 /*

@@ -70,13 +70,25 @@ void	idem_pipeline_clear(struct idem_q *q, size_t n);
 
 /* --- log.c --------------------------------------------------------------- */
 
-enum idem_log_level { IDEM_LOG_DEBUG, IDEM_LOG_INFO, IDEM_LOG_WARN,
-	IDEM_LOG_ERROR };
-
 void	idem_log_set_level(const char *name);
-/* One JSON object per line on stderr: {"time","level","msg",...}. */
+/*
+ * One JSON object per line on stderr: {"time","level","msg",...}, with
+ * the "request_id" of the request this thread is serving (if any); the
+ * message without trailing blanks or newlines (libpq's end in one).
+ */
 void	idem_log(enum idem_log_level lvl, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
+/* The request this thread serves from now on (NULL: none): its id (kept
+ * by the caller) goes on every line idem_log() writes until then. */
+void	idem_log_bind(const char *request_id);
+/* A failed result of a request's statement, logged ("db: ...") and its
+ * SQLSTATE kept in the request (a transient one makes the failure 503). */
+void	idem_log_db_result(idem_req *req, const PGresult *r);
+
+/* sqlstate.c: is a SQLSTATE the database's passing state (connection,
+ * resources, statement or lock timeout, serialization failure,
+ * deadlock), for which a retry may succeed?  1 or 0. */
+int	idem_sqlstate_transient(const char *sqlstate);
 /* The access log line of one request. */
 void	idem_log_request(const idem_req *req, long long duration_us);
 /* That line (a JSON object and "\n") appended to b. */
@@ -107,6 +119,11 @@ void	    idem_app_problems_free(idem_app *app);
 const char *idem_problem_base(const idem_app *app);
 /* Link: <type>; rel="describedby" for slug. */
 int	    idem_problem_link(idem_req *req, const char *slug);
+/* idem_resp_problem() with extension members: ext is JSON text of the
+ * form ',"name":value...' (NULL: none). */
+int	    idem_resp_problem_ext(idem_req *req, enum idem_problem p,
+	    const char *ext, const char *fmt, ...)
+	    __attribute__((format(printf, 4, 5)));
 int	    idem_problem_doc_handler(idem_req *req, void *arg);
 /* openapi.c: the document of app's routes (NULL: out of memory), and
  * GET /openapi.json */
@@ -200,6 +217,8 @@ struct idem_req {
 	PGconn			*db;
 	struct idem_stmts	*stmts;		/* db's prepared statements */
 	int			 db_unavailable;
+	char			 db_sqlstate[6];	/* of a statement that
+						 * failed for the handler */
 	unsigned		 round_trips;
 	unsigned		 npool_waits;	/* acquisitions, for metrics */
 	long long		 pool_wait_us[4];
@@ -239,6 +258,16 @@ void	idem_resp_reset(idem_req *req);
 /* Free what idem_req_query() returned (at the end of the request). */
 void	idem_req_query_free(idem_req *req);
 int	idem_resp_has_header(const idem_req *req, const char *name);
+
+/* phases.c: what a phase's return means (rc: what it returned;
+ * has_response: it set a response; last: no phase follows). */
+enum idem_phase_step {
+	IDEM_STEP_FAIL,		/* -1: a 500 (or the phase's 503) */
+	IDEM_STEP_END,		/* the response it set ends the request */
+	IDEM_STEP_END_MISUSED,	/* NEXT after setting a response: ends too */
+	IDEM_STEP_NEXT,		/* commit, run the next phase */
+};
+enum idem_phase_step idem_phase_step(int rc, int has_response, int last);
 
 /* --- auth.c -------------------------------------------------------------- */
 

@@ -139,19 +139,19 @@ idem_problem_base(const idem_app *app)
 	    app->cfg.problem_base : IDEM_PROBLEM_BASE;
 }
 
-int
-idem_resp_problem(idem_req *req, enum idem_problem p, const char *fmt, ...)
+/* The problem p with detail fmt, and ext (NULL: none), members of the
+ * problem's own (RFC 9457 extension members) as JSON text ',"name":...'. */
+static int
+problem_v(idem_req *req, enum idem_problem p, const char *ext,
+    const char *fmt, va_list ap)
 {
 	const struct idem_problem_type *t = idem_problem_type(req->app,
 					    (int)p);
 	struct idem_buf	 b = { 0 };
-	va_list		 ap;
 	char		*d;
 	int		 n, rc;
 
-	va_start(ap, fmt);
 	n = vasprintf(&d, fmt, ap);
-	va_end(ap);
 	if (n < 0)
 		d = NULL;
 	rc = idem_buf_addf(&b, "{\"type\":\"%s%s\",\"title\":",
@@ -166,6 +166,8 @@ idem_resp_problem(idem_req *req, enum idem_problem p, const char *fmt, ...)
 	if (req->request_id[0] != '\0')
 		rc |= idem_buf_addf(&b, ",\"instance\":\"%s\"",
 		    req->request_id);
+	if (ext != NULL)
+		rc |= idem_buf_adds(&b, ext);
 	rc |= idem_buf_addc(&b, '}');
 	free(d);
 	if (rc != 0) {
@@ -182,6 +184,31 @@ idem_resp_problem(idem_req *req, enum idem_problem p, const char *fmt, ...)
 	/* The Idempotency-Key draft: the client can look the error up. */
 	if (rc == 0 && (t->status == 400 || t->status == 422))
 		rc = idem_problem_link(req, t->slug);
+	return rc;
+}
+
+int
+idem_resp_problem(idem_req *req, enum idem_problem p, const char *fmt, ...)
+{
+	va_list	ap;
+	int	rc;
+
+	va_start(ap, fmt);
+	rc = problem_v(req, p, NULL, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int
+idem_resp_problem_ext(idem_req *req, enum idem_problem p, const char *ext,
+    const char *fmt, ...)
+{
+	va_list	ap;
+	int	rc;
+
+	va_start(ap, fmt);
+	rc = problem_v(req, p, ext, fmt, ap);
+	va_end(ap);
 	return rc;
 }
 

@@ -229,7 +229,8 @@ run_plain(idem_req *req)
 	rc = req->route->fn(req, req->route->arg);
 	if (rc == -1 || req->status == 0) {
 		if (req->db_unavailable || (req->db != NULL &&
-		    idem_db_broken(req->db)))
+		    idem_db_broken(req->db)) ||
+		    idem_sqlstate_transient(req->db_sqlstate))
 			idem_resp_problem(req, IDEM_P_UNAVAILABLE,
 			    "the database is not available; retry later");
 		else
@@ -249,6 +250,7 @@ idem_request_handle(idem_app *app, FCGX_Request *fcgi)
 	req.fcgi = fcgi;
 	if (idem_random_hex(req.request_id, 8) == -1)
 		strcpy(req.request_id, "0");
+	idem_log_bind(req.request_id);
 
 	if (prepare(&req) == 0) {
 		if (req.route->flags & IDEM_ROUTE_IDEMPOTENT) {
@@ -272,6 +274,7 @@ idem_request_handle(idem_app *app, FCGX_Request *fcgi)
 	idem_req_conn_release(&req);
 	idem_log_request(&req, idem_now_us() - t0);
 	idem_req_release(&req);
+	idem_log_bind(NULL);
 }
 
 void

@@ -29,19 +29,109 @@ bounded(const struct idem_member *m)
 	return m->min != 0 || m->max != 0;
 }
 
-/* Write "path: rule" to why; always -1. */
+/*
+ * Every failure of one validation (idem_validate_errors()): the calling
+ * thread's list, and the JSON Pointer of the member being checked, kept
+ * here rather than passed down so that the checks keep their shape.
+ */
+struct collect {
+	struct idem_validation_error	*errs;
+	size_t				 max, n;
+	/* room left for "/..." when a pointer is cut short */
+	char				 ptr[IDEM_VALIDATION_TEXT_MAX - 8];
+	size_t				 ptrlen;
+	int				 ptr_cut;	/* pushes not kept */
+};
+static __thread struct collect *collecting;
+
+/* Write "path: rule" to why (the first failure only); note it in the
+ * list; always -1. */
 static int __attribute__((format(printf, 4, 5)))
 refuse(char *why, size_t whylen, const char *path, const char *fmt, ...)
 {
-	char	rule[256];
-	va_list	ap;
+	struct idem_validation_error	*e;
+	struct collect			*c = collecting;
+	char				 rule[256];
+	va_list				 ap;
 
 	va_start(ap, fmt);
 	vsnprintf(rule, sizeof(rule), fmt, ap);
 	va_end(ap);
-	if (whylen > 0)
+	if (whylen > 0 && why[0] == '\0')
 		snprintf(why, whylen, "%s: %s", path, rule);
+	if (c != NULL && c->n < c->max) {
+		e = &c->errs[c->n];
+		snprintf(e->pointer, sizeof(e->pointer), "%s%s", c->ptr,
+		    c->ptr_cut ? "/..." : "");
+		snprintf(e->detail, sizeof(e->detail), "%s", rule);
+	}
+	if (c != NULL)
+		c->n++;
 	return -1;
+}
+
+/* Enter member name: its RFC 6901 reference token ("~" as "~0", "/" as
+ * "~1") is appended to the pointer; returns the length to go back to. */
+static size_t
+ptr_push(const char *name)
+{
+	struct collect	*c = collecting;
+	size_t		 was;
+
+	if (c == NULL)
+		return 0;
+	was = c->ptrlen;
+	if (c->ptr_cut || c->ptrlen + 1 >= sizeof(c->ptr)) {
+		c->ptr_cut++;
+		return was;
+	}
+	c->ptr[c->ptrlen++] = '/';
+	for (; *name != '\0'; name++) {
+		if (c->ptrlen + 3 >= sizeof(c->ptr)) {
+			c->ptr_cut++;
+			break;
+		}
+		if (*name == '~' || *name == '/') {
+			c->ptr[c->ptrlen++] = '~';
+			c->ptr[c->ptrlen++] = *name == '~' ? '0' : '1';
+		} else
+			c->ptr[c->ptrlen++] = *name;
+	}
+	c->ptr[c->ptrlen] = '\0';
+	return was;
+}
+
+static void
+ptr_pop(size_t was)
+{
+	struct collect	*c = collecting;
+
+	if (c == NULL)
+		return;
+	/* Once a push is cut, so is every deeper one (LIFO). */
+	if (c->ptr_cut > 0)
+		c->ptr_cut--;
+	c->ptrlen = was;
+	c->ptr[was] = '\0';
+}
+
+/* "one of: "a", "b"" of an enum set, cut short (", ...") to fit. */
+static void
+allowed(const char *const *set, char *out, size_t len)
+{
+	size_t	n = 0;
+	int	w;
+
+	out[0] = '\0';
+	for (; *set != NULL; set++) {
+		w = snprintf(out + n, len - n, "%s\"%s\"", n > 0 ? ", " : "",
+		    *set);
+		if (w < 0 || (size_t)w >= len - n - 6) {
+			snprintf(out + n, len - n, "%s...", n > 0 ? ", " : "");
+			return;
+		}
+		n += (size_t)w;
+	}
 }
 
 static int
@@ -74,6 +164,7 @@ check_string(yajl_val v, const struct idem_member *m, const char *path,
     char *why, size_t whylen)
 {
 	long long	n;
+	char		set[200];
 
 	if (!YAJL_IS_STRING(v))
 		return refuse(why, whylen, path, "must be a string");
@@ -84,12 +175,15 @@ check_string(yajl_val v, const struct idem_member *m, const char *path,
 		    m->min) :
 		    refuse(why, whylen, path, "must be %lld to %lld characters "
 		    "long", m->min, m->max);
-	if (m->oneof != NULL && !in_set(v->u.string, m->oneof))
-		return refuse(why, whylen, path, "must be one of the allowed "
-		    "values");
+	if (m->oneof != NULL && !in_set(v->u.string, m->oneof)) {
+		allowed(m->oneof, set, sizeof(set));
+		return refuse(why, whylen, path, "must be one of: %s", set);
+	}
+	/* The pattern is the author's implementation, not the client's
+	 * documentation (a member's doc says what is expected). */
 	if (m->pattern != NULL && !matches(v->u.string, m->pattern))
-		return refuse(why, whylen, path, "must match %.100s",
-		    m->pattern);
+		return refuse(why, whylen, path, "is not in the expected "
+		    "format");
 	return 0;
 }
 
@@ -199,28 +293,32 @@ check_object(yajl_val v, const struct idem_body *b, const char *path,
 	const struct idem_member	*m;
 	char				 sub[256];
 	yajl_val			 mv;
-	size_t				 i;
+	size_t				 i, was;
 	long long			 n;
+	int				 rc = 0;
 
-	/* Undeclared members first: a typo is named as such. */
+	/* Every member is checked, each failure noted (one per member):
+	 * undeclared members first, so a typo is named first as such. */
 	for (i = 0; i < v->u.object.len; i++) {
 		if (declared(b, v->u.object.keys[i]) != NULL)
 			continue;
 		join(sub, sizeof(sub), path, v->u.object.keys[i]);
-		if (!(b->flags & IDEM_BODY_OPEN))
-			return refuse(why, whylen, sub, "unknown member");
+		was = ptr_push(v->u.object.keys[i]);
 		n = u8len(v->u.object.keys[i]);
-		if ((b->name_min != 0 || b->name_max != 0) &&
+		mv = v->u.object.values[i];
+		if (!(b->flags & IDEM_BODY_OPEN))
+			rc = refuse(why, whylen, sub, "unknown member");
+		else if ((b->name_min != 0 || b->name_max != 0) &&
 		    (n < b->name_min || n > b->name_max))
-			return refuse(why, whylen, sub, "member names must be "
+			rc = refuse(why, whylen, sub, "member names must be "
 			    "%lld to %lld characters long", b->name_min,
 			    b->name_max);
-		mv = v->u.object.values[i];
 		/* Unlike a declared member, null is a value here. */
-		if (b->rest != NULL && (YAJL_IS_NULL(mv) ?
+		else if (b->rest != NULL && (YAJL_IS_NULL(mv) ?
 		    refuse(why, whylen, sub, "must not be null") :
 		    check_value(mv, b->rest, sub, why, whylen)) == -1)
-			return -1;
+			rc = -1;
+		ptr_pop(was);
 	}
 	for (m = b->members; m != NULL && m->name != NULL; m++) {
 		join(sub, sizeof(sub), path, m->name);
@@ -228,26 +326,50 @@ check_object(yajl_val v, const struct idem_body *b, const char *path,
 		for (i = 0; i < v->u.object.len; i++)
 			if (strcmp(v->u.object.keys[i], m->name) == 0)
 				mv = v->u.object.values[i];
+		was = ptr_push(m->name);
 		if (mv == NULL || YAJL_IS_NULL(mv)) {
 			if (m->flags & IDEM_REQUIRED)
-				return refuse(why, whylen, sub, "is required");
-			continue;
-		}
-		if (check_value(mv, m, sub, why, whylen) == -1)
-			return -1;
+				rc = refuse(why, whylen, sub, "is required");
+		} else if (check_value(mv, m, sub, why, whylen) == -1)
+			rc = -1;
+		ptr_pop(was);
 	}
-	return 0;
+	return rc;
+}
+
+size_t
+idem_validate_collect(yajl_val v, const struct idem_body *b, char *why,
+    size_t whylen, struct idem_validation_error *errs, size_t max)
+{
+	struct collect	c;
+
+	if (whylen > 0)
+		why[0] = '\0';
+	memset(&c, 0, sizeof(c));
+	c.errs = errs;
+	c.max = errs != NULL ? max : 0;
+	collecting = &c;
+	if (b == NULL)
+		refuse(why, whylen, "body", "has no declaration");
+	else if (v == NULL || !YAJL_IS_OBJECT(v))
+		refuse(why, whylen, "body", "must be a JSON object");
+	else
+		check_object(v, b, NULL, why, whylen);
+	collecting = NULL;
+	return c.n;
 }
 
 int
 idem_validate(yajl_val v, const struct idem_body *b, char *why,
     size_t whylen)
 {
-	if (whylen > 0)
-		why[0] = '\0';
-	if (b == NULL)
-		return refuse(why, whylen, "body", "has no declaration");
-	if (v == NULL || !YAJL_IS_OBJECT(v))
-		return refuse(why, whylen, "body", "must be a JSON object");
-	return check_object(v, b, NULL, why, whylen);
+	return idem_validate_collect(v, b, why, whylen, NULL, 0) == 0 ? 0 :
+	    -1;
+}
+
+size_t
+idem_validate_errors(yajl_val v, const struct idem_body *b,
+    struct idem_validation_error *errs, size_t max)
+{
+	return idem_validate_collect(v, b, NULL, 0, errs, max);
 }

@@ -1,118 +1,61 @@
 /*
- * acquirer.c - a minimal HTTP/1.0 client for the card acquirer: one POST
- * per charge, carrying our derived Idempotency-Key so that the acquirer
+ * acquirer.c - the client of the card acquirer: one POST per charge on
+ * idem_http(3), carrying our derived Idempotency-Key so that the acquirer
  * answers a repeated call with the same charge instead of a second one.
  */
-#include <sys/socket.h>
-#include <sys/time.h>
-
-#include <netdb.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-#include <yajl/yajl_tree.h>
 
 #include "acquirer.h"
 
-#define RESP_MAX	65536
-
-static int
-parse_url(const char *url, char *host, size_t hostlen, char *port,
-    size_t portlen, char *path, size_t pathlen)
-{
-	const char	*p, *h, *c, *s;
-
-	if (strncmp(url, "http://", 7) != 0)
-		return -1;
-	h = url + 7;
-	s = strchr(h, '/');
-	if (s == NULL)
-		s = h + strlen(h);
-	c = memchr(h, ':', (size_t)(s - h));
-	p = c ? c + 1 : "80";
-	if ((size_t)((c ? c : s) - h) >= hostlen || (c && (size_t)(s - p) >=
-	    portlen) || strlen(s) + 1 >= pathlen)
-		return -1;
-	memcpy(host, h, (size_t)((c ? c : s) - h));
-	host[(c ? c : s) - h] = '\0';
-	if (c) {
-		memcpy(port, p, (size_t)(s - p));
-		port[s - p] = '\0';
-	} else
-		snprintf(port, portlen, "80");
-	snprintf(path, pathlen, "%s", *s ? s : "");
-	/* Strip a trailing slash: we append /charges. */
-	if (path[0] != '\0' && path[strlen(path) - 1] == '/')
-		path[strlen(path) - 1] = '\0';
-	return host[0] != '\0' ? 0 : -1;
-}
-
 int
-acquirer_charge(const char *url, const char *key, const char *payment,
+acquirer_charge(idem_req *req, const char *url, const char *payment,
     long long amount, const char *currency, long long timeout_ms,
     struct acquirer_result *res)
 {
-	struct addrinfo	 hints, *ai = NULL;
-	struct timeval	 tv;
-	char		 host[256], port[16], path[512], body[256];
-	char		*req = NULL, *resp = NULL, *b;
 	const char	*idp[] = { "id", NULL }, *stp[] = { "status", NULL };
-	yajl_val	 j = NULL, v;
-	size_t		 got = 0;
-	ssize_t		 n;
-	int		 fd = -1, rc = -1, len, status;
+	idem_http_resp	*resp = NULL;
+	idem_http	*h = NULL;
+	idem_json	*j;
+	yajl_val	 doc, v;
+	char		 target[1024];
+	size_t		 n;
+	int		 rc = -1;
 
 	memset(res, 0, sizeof(*res));
-	if (parse_url(url, host, sizeof(host), port, sizeof(port), path,
-	    sizeof(path)) == -1)
+	res->rc = IDEM_HTTP_FAIL;
+	/* url may end in a slash: we append /charges. */
+	n = strlen(url);
+	if (n > 0 && url[n - 1] == '/')
+		n--;
+	if (n > sizeof(target) - sizeof("/charges") ||
+	    snprintf(target, sizeof(target), "%.*s/charges", (int)n, url) < 0)
 		return -1;
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_socktype = SOCK_STREAM;
-	if (getaddrinfo(host, port, &hints, &ai) != 0)
+	if ((j = idem_json_new()) == NULL)
 		return -1;
-	if ((fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+	idem_json_object(j);
+	idem_json_kint(j, "amount", amount);
+	idem_json_kstr(j, "currency", currency);
+	idem_json_kstr(j, "reference", payment);
+	idem_json_object_end(j);
+	if ((h = idem_http_new("POST", target)) == NULL ||
+	    idem_http_json(h, j) == -1 ||
+	    idem_http_derived_key(h, req, "Idempotency-Key", "charge") == -1)
 		goto out;
-	/* Bounded: the phase must end within its deadline. */
-	if (timeout_ms <= 0)
+	/* Bounded: the phase must end within its deadline (send lowers
+	 * this to the request's time left). */
+	idem_http_timeout_ms(h, timeout_ms);
+	idem_http_max_body(h, 65536);
+	res->rc = idem_http_send(h, req, &resp, NULL, 0);
+	res->http_status = idem_http_resp_status(resp);
+	if (res->rc != IDEM_HTTP_OK || res->http_status != 200 ||
+	    (doc = idem_http_resp_json(resp)) == NULL)
 		goto out;
-	tv.tv_sec = (time_t)(timeout_ms / 1000);
-	tv.tv_usec = (suseconds_t)(timeout_ms % 1000 * 1000);
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == -1)
-		goto out;
-	snprintf(body, sizeof(body), "{\"amount\":%lld,\"currency\":\"%s\","
-	    "\"reference\":\"%s\"}", amount, currency, payment);
-	len = asprintf(&req, "POST %s/charges HTTP/1.0\r\nHost: %s\r\n"
-	    "Content-Type: application/json\r\nIdempotency-Key: %s\r\n"
-	    "Content-Length: %zu\r\nConnection: close\r\n\r\n%s", path, host,
-	    key, strlen(body), body);
-	if (len < 0) {
-		req = NULL;
-		goto out;
-	}
-	if (send(fd, req, (size_t)len, MSG_NOSIGNAL) != len)
-		goto out;
-	if ((resp = malloc(RESP_MAX + 1)) == NULL)
-		goto out;
-	while (got < RESP_MAX && (n = recv(fd, resp + got, RESP_MAX - got,
-	    0)) > 0)
-		got += (size_t)n;
-	resp[got] = '\0';
-	if (sscanf(resp, "HTTP/1.%*d %d", &status) != 1)
-		goto out;
-	res->http_status = status;
-	if (status != 200 || (b = strstr(resp, "\r\n\r\n")) == NULL)
-		goto out;
-	if ((j = yajl_tree_parse(b + 4, NULL, 0)) == NULL)
-		goto out;
-	if ((v = yajl_tree_get(j, idp, yajl_t_string)) == NULL ||
+	if ((v = yajl_tree_get(doc, idp, yajl_t_string)) == NULL ||
 	    strlen(v->u.string) >= sizeof(res->charge))
 		goto out;
 	snprintf(res->charge, sizeof(res->charge), "%s", v->u.string);
-	if ((v = yajl_tree_get(j, stp, yajl_t_string)) == NULL)
+	if ((v = yajl_tree_get(doc, stp, yajl_t_string)) == NULL)
 		goto out;
 	if (strcmp(v->u.string, "approved") == 0)
 		res->approved = 1;
@@ -120,13 +63,8 @@ acquirer_charge(const char *url, const char *key, const char *payment,
 		goto out;
 	rc = 0;
 out:
-	if (j != NULL)
-		yajl_tree_free(j);
-	free(resp);
-	free(req);
-	if (fd != -1)
-		close(fd);
-	if (ai != NULL)
-		freeaddrinfo(ai);
+	idem_http_resp_free(resp);
+	idem_http_free(h);
+	idem_json_free(j);
 	return rc;
 }

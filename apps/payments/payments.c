@@ -409,8 +409,6 @@ phase_charge(idem_req *req, void *arg)
 	const char		*url = arg;
 	idem_args		*a;
 	PGresult		*r;
-	char			 key[64];
-	long long		 tmo;
 	int			 ok;
 
 	memset(&res, 0, sizeof(res));
@@ -423,14 +421,11 @@ phase_charge(idem_req *req, void *arg)
 		PQclear(r);
 		return -1;
 	}
-	/* The call ends within the phase's deadline, so within the lease. */
-	tmo = idem_req_time_left_ms(req);
-	if (tmo > ACQUIRER_TIMEOUT_MS)
-		tmo = ACQUIRER_TIMEOUT_MS;
-	ok = idem_req_derived_key(req, "charge", key, sizeof(key)) == 0 &&
-	    acquirer_charge(url, key, PQgetvalue(r, 0, 0),
+	/* The call ends within the phase's deadline, so within the lease
+	 * (idem_http_send() bounds it by the request's time left). */
+	ok = acquirer_charge(req, url, PQgetvalue(r, 0, 0),
 	    strtoll(PQgetvalue(r, 0, 1), NULL, 10), PQgetvalue(r, 0, 2),
-	    tmo, &res) == 0;
+	    ACQUIRER_TIMEOUT_MS, &res) == 0;
 	a = idem_args_new();
 	idem_args_str(a, PQgetvalue(r, 0, 0));
 	PQclear(r);

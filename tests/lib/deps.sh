@@ -20,7 +20,7 @@
 # (autoconf: a git checkout has no configure script until autoreconf.)
 # shellcheck disable=SC2034
 IDEM_DEPS_BUILD="build-essential autoconf automake libtool pkg-config
-	libfcgi-dev libyajl-dev libpq-dev libssl-dev"
+	libfcgi-dev libyajl-dev libpq-dev libssl-dev libcurl4-openssl-dev"
 # shellcheck disable=SC2034
 IDEM_DEPS_RUN="postgresql postgresql-client lighttpd python3"
 # The demo's curl example; git for scripts/sanitize's clean copy and the

@@ -24,6 +24,13 @@ fresh(void)
 	idem_cfg_init(&cfg);
 	idem_cfg_allow(&cfg, "payments", "acquirer_url");
 	idem_cfg_allow(&cfg, "payments", "currency");
+	/* Typed application keys (test_app_typed). */
+	idem_cfg_allow_typed(&cfg, "wallet", "fraud_timeout_ms",
+	    IDEM_CONFIG_DURATION);
+	idem_cfg_allow_typed(&cfg, "wallet", "max_items", IDEM_CONFIG_INT);
+	idem_cfg_allow_typed(&cfg, "wallet", "max_upload", IDEM_CONFIG_SIZE);
+	idem_cfg_allow_typed(&cfg, "wallet", "strict", IDEM_CONFIG_BOOL);
+	idem_cfg_allow_typed(&cfg, "wallet", "name", IDEM_CONFIG_STRING);
 }
 
 /* Parse exactly len bytes from a heap copy, so ASan sees any overread. */
@@ -516,6 +523,116 @@ test_app(void)
 	BAD("[refunds]\ncurrency = EUR\n", 1, "unknown section [refunds]");
 }
 
+/* Typed application keys: checked when parsed, read typed. */
+static void
+test_app_typed(void)
+{
+	static const struct {
+		enum idem_config_type	 type;
+		const char		*text;
+		int			 rc;
+		long long		 want;	/* i, size or b */
+	} vals[] = {
+		{ IDEM_CONFIG_DURATION, "8s", 0, 8000 },
+		{ IDEM_CONFIG_DURATION, "8", 0, 8000 },
+		{ IDEM_CONFIG_DURATION, "250ms", 0, 250 },
+		{ IDEM_CONFIG_DURATION, "2m", 0, 120000 },
+		{ IDEM_CONFIG_DURATION, "1d", 0, 86400000 },
+		{ IDEM_CONFIG_DURATION, "8x", -1, 0 },
+		{ IDEM_CONFIG_DURATION, "-1s", -1, 0 },
+		{ IDEM_CONFIG_DURATION, "0s", -1, 0 },
+		{ IDEM_CONFIG_INT, "0", 0, 0 },
+		{ IDEM_CONFIG_INT, "8", 0, 8 },
+		{ IDEM_CONFIG_INT, "9223372036854775807", 0, 9223372036854775807LL },
+		{ IDEM_CONFIG_INT, "9223372036854775808", -1, 0 },
+		{ IDEM_CONFIG_INT, "8s", -1, 0 },
+		{ IDEM_CONFIG_INT, "-3", -1, 0 },
+		{ IDEM_CONFIG_INT, "+3", -1, 0 },
+		{ IDEM_CONFIG_INT, "0x10", -1, 0 },
+		{ IDEM_CONFIG_SIZE, "512", 0, 512 },
+		{ IDEM_CONFIG_SIZE, "64K", 0, 65536 },
+		{ IDEM_CONFIG_SIZE, "1MiB", 0, 1048576 },
+		{ IDEM_CONFIG_SIZE, "2G", 0, 2147483648LL },
+		{ IDEM_CONFIG_SIZE, "1T", -1, 0 },
+		{ IDEM_CONFIG_SIZE, "big", -1, 0 },
+		{ IDEM_CONFIG_BOOL, "on", 0, 1 },
+		{ IDEM_CONFIG_BOOL, "true", 0, 1 },
+		{ IDEM_CONFIG_BOOL, "yes", 0, 1 },
+		{ IDEM_CONFIG_BOOL, "1", 0, 1 },
+		{ IDEM_CONFIG_BOOL, "off", 0, 0 },
+		{ IDEM_CONFIG_BOOL, "false", 0, 0 },
+		{ IDEM_CONFIG_BOOL, "no", 0, 0 },
+		{ IDEM_CONFIG_BOOL, "0", 0, 0 },
+		{ IDEM_CONFIG_BOOL, "On", -1, 0 },
+		{ IDEM_CONFIG_BOOL, "2", -1, 0 },
+		{ IDEM_CONFIG_STRING, "8s anything", 0, 0 },
+	};
+	union idem_cfg_value	 v;
+	const char		*why;
+	long long		 got;
+	size_t			 i;
+	int			 rc;
+
+	for (i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+		memset(&v, 0, sizeof(v));
+		rc = idem_cfg_value_parse(vals[i].type, vals[i].text, &v, &why);
+		got = vals[i].type == IDEM_CONFIG_SIZE ? (long long)v.size :
+		    vals[i].type == IDEM_CONFIG_BOOL ? v.b : v.i;
+		TAP_OK(rc == vals[i].rc && (rc == -1 ? why != NULL :
+		    got == vals[i].want), "value type %d \"%s\": rc %d, %lld",
+		    (int)vals[i].type, vals[i].text, vals[i].rc, vals[i].want);
+	}
+
+	/* The issue's case: a duration key given "8s" is 8000 ms, and an
+	 * integer key given "8s" stops the program at its line. */
+	GOOD("[wallet]\nfraud_timeout_ms = 8s\nmax_items = 8\n"
+	    "max_upload = 64K\nstrict = off\nname = 8s\n");
+	rc = idem_cfg_app_typed(&cfg, "wallet", "fraud_timeout_ms",
+	    IDEM_CONFIG_DURATION, &v);
+	TAP_OK(rc == 1 && v.i == 8000, "fraud_timeout_ms = 8s: 8000 ms");
+	rc = idem_cfg_app_typed(&cfg, "wallet", "max_items", IDEM_CONFIG_INT,
+	    &v);
+	TAP_OK(rc == 1 && v.i == 8, "max_items = 8");
+	rc = idem_cfg_app_typed(&cfg, "wallet", "max_upload",
+	    IDEM_CONFIG_SIZE, &v);
+	TAP_OK(rc == 1 && v.size == 65536, "max_upload = 64K: 65536");
+	v.b = 7;
+	rc = idem_cfg_app_typed(&cfg, "wallet", "strict", IDEM_CONFIG_BOOL,
+	    &v);
+	TAP_OK(rc == 1 && v.b == 0, "strict = off: 0");
+	TAP_STREQ(idem_cfg_app_get(&cfg, "wallet", "fraud_timeout_ms"), "8s",
+	    "the text stays readable with idem_app_config()");
+	rc = idem_cfg_app_typed(&cfg, "wallet", "name", IDEM_CONFIG_INT, &v);
+	TAP_OK(rc == -1, "a string key \"8s\" read as an integer: -1");
+	rc = idem_cfg_app_typed(&cfg, "wallet", "nope", IDEM_CONFIG_INT, &v);
+	TAP_OK(rc == -1, "an unknown key: -1");
+	GOOD("[wallet]\nname = x\n");
+	v.i = 42;
+	rc = idem_cfg_app_typed(&cfg, "wallet", "fraud_timeout_ms",
+	    IDEM_CONFIG_DURATION, &v);
+	TAP_OK(rc == 0 && v.i == 42, "unset: 0, the default left alone");
+
+	BAD("[wallet]\nmax_items = 8s\n", 2,
+	    "max_items: expected a whole number (0 or more), got \"8s\"");
+	BAD("[wallet]\n\nfraud_timeout_ms = 8 s\n", 3,
+	    "fraud_timeout_ms: expected a duration (a number with ms, s, m, "
+	    "h or d; none: seconds), got \"8 s\"");
+	BAD("[wallet]\nmax_upload = 1.5M\n", 2,
+	    "max_upload: expected a size (a number with K, M or G; none: "
+	    "bytes), got \"1.5M\"");
+	BAD("[wallet]\nstrict = maybe\n", 2,
+	    "strict: expected on or off (true/false, yes/no, 1/0), got "
+	    "\"maybe\"");
+
+	/* Declaring again changes the type; a bad type is refused. */
+	TAP_OK(idem_cfg_allow_typed(&cfg, "wallet", "name", IDEM_CONFIG_INT) ==
+	    0, "declare name again, as an integer");
+	TAP_OK(idem_cfg_allow_typed(&cfg, "wallet", "x",
+	    (enum idem_config_type)99) == -1, "an unknown type is refused");
+	TAP_OK(idem_cfg_allow_typed(&cfg, "server", "x", IDEM_CONFIG_INT) ==
+	    -1, "a built-in section is refused");
+}
+
 static void
 test_lock_timeout(void)
 {
@@ -774,6 +891,7 @@ main(void)
 	test_errors();
 	test_routes();
 	test_app();
+	test_app_typed();
 	test_lock_timeout();
 	test_durations();
 	test_sizes();
