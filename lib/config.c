@@ -88,6 +88,9 @@ static const struct cfg_key cfg_keys[] = {
 	    10000000, NULL },
 	{ S_SERVER, "request_timeout", T_DUR, OFF(request_timeout_ms), 0, 0,
 	    NULL },
+	{ S_SERVER, "max_params", T_SIZE, OFF(max_params), 1024,
+	    1 * (long long)MIB, NULL },
+	{ S_SERVER, "read_timeout", T_DUR, OFF(read_timeout_ms), 0, 0, NULL },
 	{ S_SERVER, "listen", T_STR, OFF(listen), 0, 0, NULL },
 	{ S_SERVER, "log_level", T_CHOICE, OFF(log_level), 0, 0,
 	    "debug|info|warn|error" },
@@ -207,6 +210,8 @@ idem_cfg_init(struct idem_cfg *cfg)
 	cfg->max_body = MIB;
 	cfg->max_json_values = IDEM_JSON_MAX_VALUES;
 	cfg->request_timeout_ms = 30 * MS_SECOND;
+	cfg->max_params = 64 * 1024;
+	cfg->read_timeout_ms = 10 * MS_SECOND;
 	/* NULL here on out of memory; idem_cfg_parse() then reports it. */
 	cfg->log_level = strdup("info");
 	cfg->prepared_statements = strdup("auto");
@@ -937,6 +942,12 @@ idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
 			goto out;
 	}
 
+	/* No request could ever arrive whole. */
+	if (cfg->read_timeout_ms <= 0) {
+		perr(&ps, key_line(&ps, "read_timeout"),
+		    "read_timeout must be more than 0");
+		goto out;
+	}
 	/* A lock must outlive the request holding it, or two could run. */
 	lock_line = key_line(&ps, "lock_timeout");
 	req_line = key_line(&ps, "request_timeout");

@@ -2,7 +2,7 @@
  * http.c - the request as a handler reads it: the accessors (method, path,
  * parameters, the decoded query, headers from their CGI parameters, body,
  * tenant) and the pure parsers of what the web server sends (lengths,
- * media types, address lists, repeated parameters).  Calls
+ * media types, address lists).  Calls
  * nothing of the runtime, so auth.c, problem.c and the handler helpers can
  * use it without the request's life cycle (request.c).
  */
@@ -26,12 +26,12 @@ idem_req_header(const idem_req *req, const char *name)
 	const char	*v;
 
 	/* A request the completer runs again has no headers. */
-	if (req->fcgi == NULL)
+	if (req->in == NULL)
 		return NULL;
 	if (strcasecmp(name, "Content-Type") == 0)
-		return FCGX_GetParam("CONTENT_TYPE", req->fcgi->envp);
+		return idem_fcgi_param(req->in, "CONTENT_TYPE");
 	if (strcasecmp(name, "Content-Length") == 0)
-		return FCGX_GetParam("CONTENT_LENGTH", req->fcgi->envp);
+		return idem_fcgi_param(req->in, "CONTENT_LENGTH");
 	if (strlen(name) + 6 > sizeof(env))
 		return NULL;
 	memcpy(env, "HTTP_", 5);
@@ -40,7 +40,7 @@ idem_req_header(const idem_req *req, const char *name)
 		env[o++] = name[i] == '-' ? '_' :
 		    (char)toupper((unsigned char)name[i]);
 	env[o] = '\0';
-	v = FCGX_GetParam(env, req->fcgi->envp);
+	v = idem_fcgi_param(req->in, env);
 	if (v != NULL && strlen(v) > HEADER_MAX_LEN)
 		return NULL;
 	return v;
@@ -230,17 +230,4 @@ idem_addr_allowed(const char *list, const char *addr)
 		p = e;
 	}
 	return 0;
-}
-
-/* How often a parameter occurs (nginx passes repeated headers twice). */
-int
-idem_http_param_count(char **envp, const char *prefix)
-{
-	size_t	n = strlen(prefix);
-	int	c = 0;
-
-	for (; envp != NULL && *envp != NULL; envp++)
-		if (strncmp(*envp, prefix, n) == 0)
-			c++;
-	return c;
 }

@@ -235,6 +235,8 @@ struct idem_cfg {
 	size_t			 max_body;		/* 1 MiB */
 	unsigned		 max_json_values;	/* 10000 */
 	long long		 request_timeout_ms;	/* 30 s */
+	size_t			 max_params;		/* 64 KiB */
+	long long		 read_timeout_ms;	/* 10 s */
 	char			*listen;		/* NULL */
 	char			*log_level;		/* "info" */
 	char			*problem_base;		/* "/problems/" */

@@ -49,6 +49,7 @@ struct idem_metrics {
 	atomic_ullong	 reclaimed;
 	atomic_ullong	 completed;
 	atomic_llong	 janitor_ok;	/* Unix time of the last good run */
+	atomic_ullong	 rejected[IDEM_FCGI_REJECT__COUNT];	/* by reason */
 	struct idem_metrics_srv *srv;	/* [metrics] listen, or NULL */
 };
 
@@ -160,6 +161,14 @@ idem_metrics_add(idem_app *app, int which, long n)
 	    &app->metrics->completed, (unsigned long long)n);
 }
 
+void
+idem_metrics_rejected(idem_app *app, enum idem_fcgi_rc why)
+{
+	if (app->metrics == NULL || idem_fcgi_reason(why) == NULL)
+		return;
+	atomic_fetch_add(&app->metrics->rejected[why], 1);
+}
+
 static void
 hist_print(struct idem_buf *b, const char *name, const char *help,
     struct hist *h)
@@ -209,6 +218,14 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 			    atomic_load(&m->requests[i * NOUT + o]));
 		}
 	}
+	idem_buf_adds(b, "# HELP idem_connections_rejected_total FastCGI "
+	    "connections closed for their input (malformed, over a limit) or "
+	    "for a request not whole within read_timeout.\n"
+	    "# TYPE idem_connections_rejected_total counter\n");
+	for (i = 0; i < IDEM_FCGI_REJECT__COUNT; i++)
+		idem_buf_addf(b, "idem_connections_rejected_total{reason=\"%s\"} "
+		    "%llu\n", idem_fcgi_reason((enum idem_fcgi_rc)i),
+		    atomic_load(&m->rejected[i]));
 	idem_buf_addf(b, "# HELP idem_keys_evicted_total Expired keys "
 	    "evicted by this process.\n# TYPE idem_keys_evicted_total counter\n"
 	    "idem_keys_evicted_total %llu\n", atomic_load(&m->evicted));

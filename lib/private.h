@@ -9,9 +9,12 @@
 #include <stdatomic.h>
 #include <time.h>
 
+/* listen.c and runtime.c still use libfcgi for the listening socket
+ * (FCGX_OpenSocket, FCGX_IsCGI); requests are read by fcgi.c. */
 #include <fcgiapp.h>
 
 #include "internal.h"
+#include "fcgi.h"
 #include "idempotency.h"
 #include "stmts.h"
 
@@ -166,6 +169,8 @@ void	idem_metrics_pool_waits(idem_app *app, const idem_req *req);
 void	idem_metrics_add(idem_app *app, int which, long n);
 /* One janitor run took seconds; ok: without a database error. */
 void	idem_metrics_janitor_run(idem_app *app, double seconds, int ok);
+/* A connection closed for why (a refusal of fcgi.h, or its read timeout). */
+void	idem_metrics_rejected(idem_app *app, enum idem_fcgi_rc why);
 /* [metrics] listen: serve /metrics there from a thread (0, or -1). */
 int	idem_metrics_listen(idem_app *app);
 void	idem_metrics_listen_stop(idem_app *app);
@@ -191,7 +196,7 @@ const char *idem_outcome_name(enum idem_outcome o);
 
 struct idem_req {
 	idem_app		*app;
-	FCGX_Request		*fcgi;
+	struct idem_fcgi	*in;		/* NULL: run by the completer */
 	const struct idem_route	*route;
 	struct idem_params	 params;
 
@@ -240,18 +245,19 @@ struct idem_req {
 /* request.c: is addr in the comma/blank-separated address list? */
 int	idem_addr_allowed(const char *list, const char *addr);
 /* http.c: "Content-Length" (absent or empty: 0) into n; -1 unless 1..19
- * digits.  Is ct application/json (parameters allowed)?  How many of
- * envp start with prefix (nginx passes a repeated header twice)? */
+ * digits.  Is ct application/json (parameters allowed)? */
 int	idem_http_content_length(const char *s, unsigned long long *n);
 int	idem_http_is_json(const char *ct);
-int	idem_http_param_count(char **envp, const char *prefix);
 
 /* body.c: refuse a body its route's declaration does not admit (400, the
  * problem set): -1; else 0.  Before the handler and the key's lookup. */
 int	idem_req_body_check(idem_req *req);
 
-/* request.c: read the FastCGI request into req, then answer it. */
-void	idem_request_handle(idem_app *app, FCGX_Request *fcgi);
+/* request.c: answer the whole request in (read by fcgi.c), writing its
+ * records on fd (blocking, bounded by the socket's SO_SNDTIMEO):
+ * IDEM_RC_OK, or IDEM_RC_FAIL when they could not all be written. */
+enum idem_rc idem_request_handle(idem_app *app, struct idem_fcgi *in,
+	    int fd);
 /* Free everything a request holds and give its connection back. */
 void	idem_req_release(idem_req *req);
 void	idem_resp_reset(idem_req *req);
@@ -323,8 +329,9 @@ PGconn	*idem_req_conn(idem_req *req);
 /* Give it back (a transaction still open is rolled back by the pool). */
 void	idem_req_conn_release(idem_req *req);
 
-/* response.c: the status line, headers and body, on the FastCGI stream. */
-void	idem_resp_write(idem_req *req);
+/* response.c: the status line, headers and body (a CGI response) into out;
+ * 0, or -1: no memory. */
+int	idem_resp_write(idem_req *req, struct idem_buf *out);
 
 /*
  * ops.c: idem_evict() with a time budget (idem_now_us() clock; 0: none) and
@@ -340,6 +347,25 @@ int	idem_evict_bounded(PGconn *db, long batch, long max_batches,
 
 /* runtime.c */
 int	idem_runtime_run(idem_app *app, const char *listen_addr);
+
+/*
+ * conns.c: the runtime's connections, read without blocking (the epoll
+ * set ep, one-shot, data.ptr the connection) and handed to request.c only
+ * once a request is whole.  A worker's turn: accept one connection on the
+ * (non-blocking) listen_fd and read it; read a connection the set woke it
+ * for.  idem_conns_expire() shuts down the connections late with their
+ * request ([server] read_timeout) and returns the ms until the next
+ * deadline, or -1 when none runs.  idem_conns_free() closes what is left
+ * (the workers gone).  idem_conns_serve_one(): one request read from a
+ * blocking fd and answered, as a worker would (the regress harness).
+ */
+struct idem_conns;
+struct idem_conns *idem_conns_new(idem_app *app, int ep);
+void	idem_conns_accept(struct idem_conns *cs, int listen_fd);
+void	idem_conns_ready(struct idem_conns *cs, void *conn);
+long long idem_conns_expire(struct idem_conns *cs);
+void	idem_conns_free(struct idem_conns *cs);
+enum idem_rc idem_conns_serve_one(idem_app *app, int fd);
 /* listen.c: a listening socket on "host:port", ":port" or a unix socket
  * path ("unix:" optional; made mode 0666); -1, logged. */
 int	idem_listen_addr(const char *addr);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "private.h"
 
@@ -19,24 +20,21 @@
 
 /* --- validation ------------------------------------------------------------ */
 
+/* The first len bytes of the body the reader kept (it may have more). */
 static int
 read_body(idem_req *req, unsigned long long len)
 {
-	int	n;
-	size_t	got = 0;
+	const struct idem_buf	*b = &req->in->body;
 
+	if (b->len < len)
+		return -1;
 	if ((req->body = malloc((size_t)len + 1)) == NULL)
 		return -1;
-	while (got < len) {
-		n = FCGX_GetStr(req->body + got, (int)(len - got),
-		    req->fcgi->in);
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	req->body[got] = '\0';
-	req->bodylen = got;
-	return got == len ? 0 : -1;
+	if (len > 0)
+		memcpy(req->body, b->p, (size_t)len);
+	req->body[len] = '\0';
+	req->bodylen = (size_t)len;
+	return 0;
 }
 
 
@@ -73,27 +71,27 @@ prepare(idem_req *req)
 	enum idem_key_verdict	 kv;
 	size_t			 plen;
 
-	m = FCGX_GetParam("REQUEST_METHOD", req->fcgi->envp);
+	m = idem_fcgi_param(req->in, "REQUEST_METHOD");
 	if (m == NULL || strlen(m) >= sizeof(req->method)) {
 		idem_resp_problem(req, IDEM_P_METHOD, "unsupported method");
 		return -1;
 	}
 	strcpy(req->method, m);
 
-	uri = FCGX_GetParam("REQUEST_URI", req->fcgi->envp);
+	uri = idem_fcgi_param(req->in, "REQUEST_URI");
 	if (uri != NULL) {
 		q = strchr(uri, '?');
 		plen = q ? (size_t)(q - uri) : strlen(uri);
 		req->path = strndup(uri, plen > IDEM_PATH_MAX ? IDEM_PATH_MAX + 1
 		    : plen);
 	} else {
-		const char *sn = FCGX_GetParam("SCRIPT_NAME", req->fcgi->envp);
-		const char *pi = FCGX_GetParam("PATH_INFO", req->fcgi->envp);
+		const char *sn = idem_fcgi_param(req->in, "SCRIPT_NAME");
+		const char *pi = idem_fcgi_param(req->in, "PATH_INFO");
 		if (asprintf(&req->path, "%s%s", sn ? sn : "",
 		    pi ? pi : "") < 0)
 			req->path = NULL;
 	}
-	v = FCGX_GetParam("QUERY_STRING", req->fcgi->envp);
+	v = idem_fcgi_param(req->in, "QUERY_STRING");
 	if (v != NULL && *v != '\0') {
 		if (strlen(v) > QUERY_MAX_LEN) {
 			idem_resp_problem(req, IDEM_P_VALIDATION,
@@ -107,10 +105,10 @@ prepare(idem_req *req)
 		idem_resp_problem(req, IDEM_P_INTERNAL, "out of memory");
 		return -1;
 	}
-	req->remote_addr = FCGX_GetParam("REMOTE_ADDR", req->fcgi->envp);
+	req->remote_addr = idem_fcgi_param(req->in, "REMOTE_ADDR");
 
-	if (idem_http_content_length(FCGX_GetParam("CONTENT_LENGTH", req->fcgi->envp),
-	    &cl) == -1) {
+	if (idem_http_content_length(idem_fcgi_param(req->in,
+	    "CONTENT_LENGTH"), &cl) == -1) {
 		idem_resp_problem(req, IDEM_P_VALIDATION,
 		    "Content-Length is not a number");
 		return -1;
@@ -160,7 +158,7 @@ prepare(idem_req *req)
 
 	if (req->route->flags & IDEM_ROUTE_IDEMPOTENT) {
 		/* Raw: an oversized value is invalid, not missing. */
-		v = FCGX_GetParam("HTTP_IDEMPOTENCY_KEY", req->fcgi->envp);
+		v = idem_fcgi_param(req->in, "HTTP_IDEMPOTENCY_KEY");
 		if (v == NULL) {
 			idem_resp_problem(req, IDEM_P_KEY_MISSING,
 			    "this endpoint requires an Idempotency-Key "
@@ -168,8 +166,8 @@ prepare(idem_req *req)
 			return -1;
 		}
 		/* Two fields (nginx passes both) are a list of two values. */
-		kv = idem_http_param_count(req->fcgi->envp,
-		    "HTTP_IDEMPOTENCY_KEY=") > 1 ? IDEM_KEY_LIST :
+		kv = idem_fcgi_param_count(req->in,
+		    "HTTP_IDEMPOTENCY_KEY") > 1 ? IDEM_KEY_LIST :
 		    idem_key_parse(v, strlen(v), req->key, sizeof(req->key));
 		if (kv != IDEM_KEY_OK) {
 			idem_resp_problem(req, IDEM_P_KEY_INVALID, "%s",
@@ -239,15 +237,48 @@ run_plain(idem_req *req)
 	}
 }
 
-void
-idem_request_handle(idem_app *app, FCGX_Request *fcgi)
+/* The whole response in one write where the socket takes it. */
+static enum idem_rc
+send_records(int fd, const char *p, size_t n)
+{
+	ssize_t	k;
+
+	while (n > 0) {
+		if ((k = write(fd, p, n)) == -1 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return IDEM_RC_FAIL;	/* gone, or SO_SNDTIMEO */
+		p += k;
+		n -= (size_t)k;
+	}
+	return IDEM_RC_OK;
+}
+
+/* The response as STDOUT records and END_REQUEST, written on fd. */
+static enum idem_rc
+respond(idem_req *req, int fd)
+{
+	struct idem_buf	 cgi = { 0 }, out = { 0 };
+	enum idem_rc	 rc = IDEM_RC_FAIL;
+
+	if (idem_resp_write(req, &cgi) == 0 &&
+	    idem_fcgi_response(&out, req->in->req_id, cgi.p, cgi.len) == 0)
+		rc = send_records(fd, out.p, out.len);
+	idem_buf_free(&cgi);
+	idem_buf_free(&out);
+	return rc;
+}
+
+enum idem_rc
+idem_request_handle(idem_app *app, struct idem_fcgi *in, int fd)
 {
 	idem_req	 req;
 	long long	 t0 = idem_now_us();
+	enum idem_rc	 rc;
 
 	memset(&req, 0, sizeof(req));
 	req.app = app;
-	req.fcgi = fcgi;
+	req.in = in;
 	if (idem_random_hex(req.request_id, 8) == -1)
 		strcpy(req.request_id, "0");
 	idem_log_bind(req.request_id);
@@ -269,12 +300,12 @@ idem_request_handle(idem_app *app, FCGX_Request *fcgi)
 	/* Counted before the client can read the answer and scrape. */
 	idem_metrics_request(app, &req, (double)(idem_now_us() - t0) / 1e6);
 	/* The client is answered before a pending ROLLBACK is drained. */
-	idem_resp_write(&req);
-	FCGX_FFlush(fcgi->out);
+	rc = respond(&req, fd);
 	idem_req_conn_release(&req);
 	idem_log_request(&req, idem_now_us() - t0);
 	idem_req_release(&req);
 	idem_log_bind(NULL);
+	return rc;
 }
 
 void

@@ -1,8 +1,8 @@
 /*
  * response.c - what a handler (or the middleware, or a replay) answers:
  * status, media type, headers and body kept in the request, checked
- * against header injection, and written once as a CGI response on the
- * FastCGI stream.  Knows nothing of routes, phases or the database.
+ * against header injection, and assembled once as a CGI response for
+ * request.c to send.  Knows nothing of routes, phases or the database.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,23 +106,23 @@ reason(int status)
 	}
 }
 
-void
-idem_resp_write(idem_req *req)
+int
+idem_resp_write(idem_req *req, struct idem_buf *out)
 {
-	struct idem_buf	 h = { 0 };
+	struct idem_buf	*h = out;
 	size_t		 i;
+	int		 rc;
 
-	idem_buf_addf(&h, "Status: %d %s\r\nContent-Type: %s\r\n"
+	rc = idem_buf_addf(h, "Status: %d %s\r\nContent-Type: %s\r\n"
 	    "Content-Length: %lu\r\n", req->status, reason(req->status),
 	    req->ctype, (unsigned long)req->resp.len);
 	for (i = 0; i < req->nheaders; i++)
-		idem_buf_addf(&h, "%s: %s\r\n", req->hname[i], req->hvalue[i]);
+		rc |= idem_buf_addf(h, "%s: %s\r\n", req->hname[i],
+		    req->hvalue[i]);
 	if (req->replayed)
-		idem_buf_adds(&h, "Idempotent-Replayed: true\r\n");
-	idem_buf_adds(&h, "\r\n");
-	if (h.p != NULL)
-		FCGX_PutStr(h.p, (int)h.len, req->fcgi->out);
+		rc |= idem_buf_adds(h, "Idempotent-Replayed: true\r\n");
+	rc |= idem_buf_adds(h, "\r\n");
 	if (req->resp.len > 0 && strcmp(req->method, "HEAD") != 0)
-		FCGX_PutStr(req->resp.p, (int)req->resp.len, req->fcgi->out);
-	idem_buf_free(&h);
+		rc |= idem_buf_add(h, req->resp.p, req->resp.len);
+	return rc == 0 ? 0 : -1;
 }

@@ -2,15 +2,17 @@
  * runtime.c - the FastCGI process: where the listening socket comes from,
  * the threads, and a graceful drain on SIGTERM.
  *
- * The workers share one epoll set: the listening socket and every idle
- * kept-alive connection, each registered one-shot, so exactly one worker
- * wakes for a ready socket and owns it until it arms it again.  A worker
- * that accepts a connection serves it at once; one that finishes a request
- * on a kept-alive connection arms it again and goes back to waiting.  No
- * thread blocks in accept() or in a read of an idle connection, so
- * kept-alive connections (nginx fastcgi_keep_conn) cannot pin workers;
- * nothing is handed from thread to thread; a stop (an eventfd in the same
- * set, level-triggered) wakes everyone.
+ * The workers share one epoll set: the listening socket and every
+ * connection, each registered one-shot, so exactly one worker wakes for a
+ * ready socket and owns it until it arms it again.  A worker reads what a
+ * connection has without blocking (conns.c) and serves a request only once
+ * it is whole; a partial one waits in the set, the worker goes back to
+ * waiting.  No thread blocks in accept() or in a read, so neither
+ * kept-alive connections (nginx fastcgi_keep_conn) nor slow or idle peers
+ * can pin workers; nothing is handed from thread to thread; a stop (an
+ * eventfd in the same set, level-triggered) wakes everyone.  The main
+ * thread waits for a signal and, meanwhile, closes the connections late
+ * with their request ([server] read_timeout).
  */
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -37,13 +39,14 @@ struct runtime {
 	int		 listen_fd;
 	int		 ep;		/* epoll: listener, idle connections, stop */
 	int		 stop_fd;	/* eventfd, readable once stopping */
+	struct idem_conns *conns;
 
 	pthread_mutex_t	 mu;
 	pthread_cond_t	 done;		/* a worker exited */
 	unsigned	 running;	/* workers alive */
 };
 
-/* Watch fd for one readiness event (again, with EPOLL_CTL_MOD). */
+/* Watch the listener for one readiness event (again: EPOLL_CTL_MOD). */
 static int
 arm(struct runtime *rt, int op, int fd)
 {
@@ -51,53 +54,17 @@ arm(struct runtime *rt, int op, int fd)
 
 	memset(&ev, 0, sizeof(ev));
 	ev.events = EPOLLIN | EPOLLONESHOT;
-	ev.data.fd = fd;
+	ev.data.ptr = &rt->listen_fd;
 	return epoll_ctl(rt->ep, op, fd, &ev);
-}
-
-/*
- * One request on fd, then: close it, or (kept alive) arm it for the next
- * one.  fresh: just accepted, not in the epoll set yet.
- */
-static void
-serve(struct runtime *rt, FCGX_Request *req, int fd, int fresh)
-{
-	/* keepConnection stops FCGX_Accept_r closing our fd. */
-	req->ipcFd = fd;
-	req->keepConnection = 1;
-	if (FCGX_Accept_r(req) < 0) {
-		/* Peer closed or spoke garbage; libfcgi closed it. */
-		if (req->ipcFd >= 0) {
-			close(req->ipcFd);
-			req->ipcFd = -1;
-		}
-		return;
-	}
-	idem_request_handle(rt->app, req);
-	if (atomic_load(&rt->app->stopping))
-		req->keepConnection = 0;
-	FCGX_Finish_r(req);
-	if (req->ipcFd < 0)
-		return;			/* closed: the web server asked */
-	fd = req->ipcFd;
-	req->ipcFd = -1;
-	if (arm(rt, fresh ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd) == -1) {
-		idem_log(IDEM_LOG_WARN, "runtime: epoll_ctl: %s",
-		    strerror(errno));
-		close(fd);
-	}
 }
 
 static void *
 worker(void *arg)
 {
 	struct runtime		*rt = arg;
-	FCGX_Request		 req;
 	struct epoll_event	 ev;
-	int			 n, fd;
+	int			 n;
 
-	/* listen_sock -1: libfcgi must never accept by itself. */
-	FCGX_InitRequest(&req, -1, 0);
 	for (;;) {
 		n = epoll_wait(rt->ep, &ev, 1, -1);
 		if (n == -1 && errno == EINTR)
@@ -107,22 +74,23 @@ worker(void *arg)
 			    strerror(errno));
 			break;
 		}
-		if (ev.data.fd == rt->stop_fd)
+		if (ev.data.ptr == &rt->stop_fd)
 			break;
-		if (ev.data.fd != rt->listen_fd) {
-			/* A kept-alive connection has a request. */
-			serve(rt, &req, ev.data.fd, 0);
+		if (ev.data.ptr != &rt->listen_fd) {
+			/* A connection has bytes (or its deadline passed). */
+			idem_conns_ready(rt->conns, ev.data.ptr);
 			continue;
 		}
-		/* One connection per wake-up; then the next worker's turn. */
-		fd = accept4(rt->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		/* (Stopping, the listener has left the set: nothing to arm.) */
+		/*
+		 * One connection per wake-up, the listener armed again first
+		 * so that the next worker can take the next one.  (Stopping,
+		 * the listener has left the set: nothing to arm.)
+		 */
 		if (arm(rt, EPOLL_CTL_MOD, rt->listen_fd) == -1 &&
 		    !atomic_load(&rt->app->stopping))
 			idem_log(IDEM_LOG_ERROR, "runtime: epoll_ctl: %s",
 			    strerror(errno));
-		if (fd >= 0)
-			serve(rt, &req, fd, 1);
+		idem_conns_accept(rt->conns, rt->listen_fd);
 	}
 	pthread_mutex_lock(&rt->mu);
 	rt->running--;
@@ -184,7 +152,8 @@ idem_runtime_run(idem_app *app, const char *addr)
 	pthread_t	*th;
 	struct epoll_event ev;
 	uint64_t	 one = 1;
-	struct timespec	 dl;
+	struct timespec	 dl, tick;
+	long long	 wait_ms;
 	unsigned	 i, n = app->cfg.threads;
 	int		 sig, fl, drained = 1;
 
@@ -214,11 +183,12 @@ idem_runtime_run(idem_app *app, const char *addr)
 	/* Several processes may share the socket: never block in accept. */
 	fcntl(rt.listen_fd, F_SETFL, fl | O_NONBLOCK);
 	if ((rt.ep = epoll_create1(EPOLL_CLOEXEC)) == -1 ||
-	    (rt.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1)
+	    (rt.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1 ||
+	    (rt.conns = idem_conns_new(app, rt.ep)) == NULL)
 		return 1;
 	memset(&ev, 0, sizeof(ev));
 	ev.events = EPOLLIN;		/* level-triggered: wakes every worker */
-	ev.data.fd = rt.stop_fd;
+	ev.data.ptr = &rt.stop_fd;
 	if (epoll_ctl(rt.ep, EPOLL_CTL_ADD, rt.stop_fd, &ev) == -1 ||
 	    arm(&rt, EPOLL_CTL_ADD, rt.listen_fd) == -1)
 		return 1;
@@ -239,10 +209,24 @@ idem_runtime_run(idem_app *app, const char *addr)
 	idem_log(IDEM_LOG_INFO, "runtime: %u workers, pool of %u, pid %ld",
 	    n, app->cfg.pool_size, (long)getpid());
 
-	/* The janitor has its own thread: this one only waits for a stop. */
-	do
-		sig = sigwaitinfo(&set, NULL);
-	while (sig != SIGTERM && sig != SIGINT);
+	/*
+	 * The janitor has its own thread: this one waits for a stop and
+	 * closes late connections meanwhile.  With no deadline running it
+	 * sleeps one read_timeout: a connection queued meanwhile is due
+	 * later than that.
+	 */
+	do {
+		wait_ms = idem_conns_expire(rt.conns);
+		if (wait_ms < 0)
+			wait_ms = app->cfg.read_timeout_ms;
+		tick.tv_sec = wait_ms / 1000;
+		tick.tv_nsec = (wait_ms % 1000) * 1000000 + 1000000;
+		if (tick.tv_nsec >= 1000000000) {
+			tick.tv_sec++;
+			tick.tv_nsec -= 1000000000;
+		}
+		sig = sigtimedwait(&set, NULL, &tick);
+	} while (sig != SIGTERM && sig != SIGINT);
 	idem_log(IDEM_LOG_INFO, "runtime: signal %d, draining", sig);
 	idem_deadline(CLOCK_REALTIME, DRAIN_MS, &dl);
 	atomic_store(&app->stopping, 1);
@@ -273,7 +257,8 @@ idem_runtime_run(idem_app *app, const char *addr)
 	for (i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
 	free(th);
-	/* Idle kept-alive connections carry no request; exit closes them. */
+	/* Idle kept-alive or half-read connections carry no request. */
+	idem_conns_free(rt.conns);
 	close(rt.stop_fd);
 	close(rt.ep);
 	pthread_mutex_destroy(&rt.mu);

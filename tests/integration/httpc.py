@@ -128,32 +128,38 @@ def raw_request(host, port, data, timeout=20):
             s.sendall(data)
         except (BrokenPipeError, ConnectionResetError):
             pass
-        # No shutdown(SHUT_WR): nginx takes a half-close for an aborted
-        # request (499) and answers nothing.
-        chunks = []
-        while True:
-            try:
-                b = s.recv(65536)
-            except ConnectionResetError:
-                break
-            if not b:
-                break
-            chunks.append(b)
-            # stop once a complete response with Content-Length is in
-            data_so_far = b"".join(chunks)
-            head, sep, rest = data_so_far.partition(b"\r\n\r\n")
-            if sep:
-                for ln in head.split(b"\r\n")[1:]:
-                    k, _, v = ln.partition(b":")
-                    if k.strip().lower() == b"content-length":
-                        try:
-                            if len(rest) >= int(v.strip()):
-                                return parse_http_response(data_so_far)
-                        except ValueError:
-                            pass
-        return parse_http_response(b"".join(chunks))
+        return read_response(s)
     finally:
         s.close()
+
+
+def read_response(s):
+    """The HTTP response on socket s: read until it is whole (by its
+    Content-Length) or the server closes."""
+    # No shutdown(SHUT_WR): nginx takes a half-close for an aborted
+    # request (499) and answers nothing.
+    chunks = []
+    while True:
+        try:
+            b = s.recv(65536)
+        except ConnectionResetError:
+            break
+        if not b:
+            break
+        chunks.append(b)
+        # stop once a complete response with Content-Length is in
+        data_so_far = b"".join(chunks)
+        head, sep, rest = data_so_far.partition(b"\r\n\r\n")
+        if sep:
+            for ln in head.split(b"\r\n")[1:]:
+                k, _, v = ln.partition(b":")
+                if k.strip().lower() == b"content-length":
+                    try:
+                        if len(rest) >= int(v.strip()):
+                            return parse_http_response(data_so_far)
+                    except ValueError:
+                        pass
+    return parse_http_response(b"".join(chunks))
 
 
 # --- FastCGI (responder role), for talking to the app directly ------------

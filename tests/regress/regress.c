@@ -1,9 +1,9 @@
 /*
  * regress.c - the C regress harness (see regress.h): a FastCGI client
  * that writes BEGIN_REQUEST, PARAMS and STDIN records into one end of a
- * socketpair, and the runtime's own way of serving a connection libfcgi
- * did not accept (ipcFd set, keepConnection) on the other end, then reads
- * the STDOUT records back up to END_REQUEST.
+ * socketpair, and the runtime's own way of serving a connection (idem's
+ * FastCGI reader, then the request) on the other end, then reads the
+ * STDOUT records back up to END_REQUEST.
  */
 #include <sys/socket.h>
 
@@ -13,8 +13,6 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
-
-#include <fcgiapp.h>
 
 #include "regress.h"
 
@@ -102,8 +100,6 @@ rg_setup(const char *name, void (*routes)(idem_app *))
 	routes(app);
 	if (idem_app_prepare(app) != 0)
 		die("idem_app_prepare");
-	if (FCGX_Init() != 0)
-		die("FCGX_Init");
 	if ((check_db = idem_db_open(conf, NULL, err, sizeof(err))) == NULL)
 		die(err);
 	/* Named per run: a database may keep the keys of earlier runs. */
@@ -258,16 +254,8 @@ decode(int fd, struct idem_buf *out)
 static void
 serve(int fd)
 {
-	FCGX_Request	req;
-
-	FCGX_InitRequest(&req, -1, 0);
-	req.ipcFd = fd;
-	req.keepConnection = 1;		/* FCGX_Accept_r must not close it */
-	if (FCGX_Accept_r(&req) < 0)
-		return;
-	req.keepConnection = 0;
-	idem_request_handle(app, &req);
-	FCGX_Finish_r(&req);
+	(void)idem_conns_serve_one(app, fd);
+	close(fd);
 }
 
 int

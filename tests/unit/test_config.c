@@ -113,6 +113,8 @@ test_defaults(void)
 	TAP_OK(cfg.threads == 8, "default threads 8");
 	TAP_OK(cfg.max_body == 1048576, "default max_body 1 MiB");
 	TAP_OK(cfg.request_timeout_ms == 30000, "default request_timeout 30s");
+	TAP_OK(cfg.max_params == 65536, "default max_params 64 KiB");
+	TAP_OK(cfg.read_timeout_ms == 10000, "default read_timeout 10s");
 	TAP_OK(cfg.listen == NULL, "default listen NULL");
 	TAP_STREQ(cfg.log_level, "info", "default log_level info");
 	TAP_OK(cfg.conninfo == NULL, "default conninfo NULL");
@@ -298,6 +300,14 @@ test_errors(void)
 	BAD("[server]\nrequest_timeout = 0\n", 2, "request_timeout must be a "
 	    "duration");
 	BAD("[server]\nrequest_timeout = 30 s\n", 2, "request_timeout");
+	BAD("[server]\nmax_params = 1023\n", 2, "max_params must be a size");
+	BAD("[server]\nmax_params = 2MiB\n", 2, "max_params");
+	BAD("[server]\nread_timeout = 0\n", 2, "read_timeout must be a "
+	    "duration");
+	BAD("[server]\nread_timeout = 0ms\n", 2, "read_timeout");
+	GOOD("[server]\nmax_params = 1KiB\nread_timeout = 250ms\n");
+	TAP_OK(cfg.max_params == 1024 && cfg.read_timeout_ms == 250,
+	    "max_params 1KiB, read_timeout 250ms");
 	BAD("[server]\nlog_level = verbose\n", 2,
 	    "log_level must be debug, info, warn or error");
 	BAD("[server]\nlog_level = INFO\n", 2, "log_level");
