@@ -10,7 +10,10 @@
  *     on a refusal the output is the empty string;
  *   - round trip: the key re-encoded as an sf-string ("..." with \" and \\
  *     escapes) parses back to the same key; the key written bare, when
- *     that is accepted, gives the same key too (one value, one key);
+ *     that is accepted, gives the same key too (one value, one key),
+ *     unless it begins or ends with SP (a header value's surrounding SP
+ *     is not part of it, RFC 9110 5.5) or begins with a quote (written
+ *     bare, that is an sf-string): only the sf-string form carries those;
  *   - a smaller output buffer never gets more than it can hold.
  */
 #include <stdint.h>
@@ -79,7 +82,10 @@ round_trip(const char *key)
 	if (strcmp(back, key) != 0)
 		fail("the key as an sf-string parses differently", key);
 
-	if (parse(key, strlen(key), back, sizeof(back)) == IDEM_KEY_OK &&
+	n = strlen(key);
+	if (key[0] == ' ' || key[n - 1] == ' ' || key[0] == '"')
+		return;
+	if (parse(key, n, back, sizeof(back)) == IDEM_KEY_OK &&
 	    strcmp(back, key) != 0)
 		fail("the key written bare is another key", key);
 }
