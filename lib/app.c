@@ -248,6 +248,13 @@ check_routes(idem_app *app)
 			    c->method, c->path, app->name);
 			return -1;
 		}
+		if (c->nexclude > 0 && !(rt->flags & IDEM_ROUTE_JSON)) {
+			fprintf(stderr, "%s: %s:%lu: fingerprint_exclude: route "
+			    "%s %s takes no JSON body\n", app->name,
+			    app->cfg.file ? app->cfg.file : "config",
+			    c->exclude_line, c->method, c->path);
+			return -1;
+		}
 	}
 	for (i = 0; i < app->router.nroutes; i++) {
 		rt = &app->router.routes[i];

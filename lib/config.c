@@ -666,6 +666,54 @@ parse_section(struct parse *ps, char *s, size_t len)
 static const char *const route_keys[] = { "ttl", "lock_timeout",
     "deadline", "phase_deadline" };
 
+/*
+ * fingerprint_exclude = /a, /b/c: JSON Pointers, separated by commas and
+ * blanks (a comma inside a member name is written as is: pointers have no
+ * escape for it, so such a member cannot be excluded).
+ */
+static int
+parse_route_exclude(struct parse *ps, const char *val)
+{
+	struct idem_cfg_route	*r = ps->route;
+	const char		*p = val, *e;
+	char			*ptr, **v;
+
+	if (r->exclude_line != 0)
+		return perr(ps, ps->line, "duplicate key fingerprint_exclude "
+		    "(first on line %lu)", r->exclude_line);
+	r->exclude_line = ps->line;
+	for (;;) {
+		while (*p == ' ' || *p == '\t' || *p == ',')
+			p++;
+		if (*p == '\0')
+			break;
+		for (e = p; *e != '\0' && *e != ',' && *e != ' ' &&
+		    *e != '\t'; e++)
+			;
+		if ((ptr = strndup(p, (size_t)(e - p))) == NULL)
+			return perr(ps, ps->line, "out of memory");
+		if (!idem_jcs_pointer_ok(ptr)) {
+			perr(ps, ps->line, "fingerprint_exclude: \"%.64s\" is not "
+			    "a JSON Pointer to a member (\"/name\", \"/a/b\", "
+			    "\"/list/0\"; ~0 for ~ and ~1 for /)", ptr);
+			free(ptr);
+			return -1;
+		}
+		if ((v = reallocarray(r->exclude, r->nexclude + 1,
+		    sizeof(*v))) == NULL) {
+			free(ptr);
+			return perr(ps, ps->line, "out of memory");
+		}
+		r->exclude = v;
+		r->exclude[r->nexclude++] = ptr;
+		p = e;
+	}
+	if (r->nexclude == 0)
+		return perr(ps, ps->line, "fingerprint_exclude names no JSON "
+		    "Pointer");
+	return 0;
+}
+
 static int
 parse_route_key(struct parse *ps, const char *key, const char *val)
 {
@@ -675,12 +723,15 @@ parse_route_key(struct parse *ps, const char *key, const char *val)
 	long long		 ms;
 	size_t			 i;
 
+	if (strcmp(key, "fingerprint_exclude") == 0)
+		return parse_route_exclude(ps, val);
 	for (i = 0; i < 4; i++)
 		if (strcmp(key, route_keys[i]) == 0)
 			break;
 	if (i == 4)
 		return perr(ps, ps->line, "unknown key %.64s in route section "
-		    "(ttl, lock_timeout, deadline or phase_deadline)", key);
+		    "(ttl, lock_timeout, deadline, phase_deadline or "
+		    "fingerprint_exclude)", key);
 	if (r->key_line[i] != 0)
 		return perr(ps, ps->line, "duplicate key %s (first on line "
 		    "%lu)", route_keys[i], r->key_line[i]);
@@ -1047,6 +1098,22 @@ idem_cfg_route_limits(const struct idem_cfg *cfg, const char *method,
 	    r->phase_deadline_ms : out->deadline_ms;
 }
 
+const char *const *
+idem_cfg_route_exclude(const struct idem_cfg *cfg, const char *method,
+    const char *pattern, size_t *n)
+{
+	const struct idem_cfg_route	*r;
+
+	for (r = cfg->routes; r != NULL; r = r->next)
+		if (strcmp(r->method, method) == 0 &&
+		    strcmp(r->path, pattern) == 0 && r->nexclude > 0) {
+			*n = r->nexclude;
+			return (const char *const *)r->exclude;
+		}
+	*n = 0;
+	return NULL;
+}
+
 long long
 idem_cfg_route_ttl(const struct idem_cfg *cfg, const char *method,
     const char *pattern)
@@ -1097,6 +1164,7 @@ idem_cfg_free(struct idem_cfg *cfg)
 {
 	struct idem_cfg_route	*r, *rn;
 	struct idem_cfg_kv	*kv, *kn;
+	size_t			 i;
 
 	if (cfg == NULL)
 		return;
@@ -1112,6 +1180,9 @@ idem_cfg_free(struct idem_cfg *cfg)
 		rn = r->next;
 		free(r->method);
 		free(r->path);
+		for (i = 0; i < r->nexclude; i++)
+			free(r->exclude[i]);
+		free(r->exclude);
 		free(r);
 	}
 	for (kv = cfg->app; kv != NULL; kv = kn) {

@@ -122,17 +122,22 @@ lock_id(const idem_req *req, char out[24])
 	snprintf(out, 24, "%lld", (long long)v);
 }
 
-/* SHA-256 over method, path and the canonical body, NUL-separated. */
+/*
+ * SHA-256 over method, path and the canonical body, NUL-separated (the
+ * body without the route's fingerprint_exclude members, where it has any).
+ */
 static void
 fingerprint(idem_req *req)
 {
-	struct idem_buf	b = { 0 };
+	struct idem_buf		 b = { 0 };
+	const struct idem_buf	*body = req->fpcanon.p != NULL ?
+				    &req->fpcanon : &req->canon;
 
 	idem_buf_adds(&b, req->method);
 	idem_buf_addc(&b, '\0');
 	idem_buf_adds(&b, req->path);
 	idem_buf_addc(&b, '\0');
-	idem_buf_add(&b, req->canon.p ? req->canon.p : "", req->canon.len);
+	idem_buf_add(&b, body->p ? body->p : "", body->len);
 	idem_sha256(b.p, b.len, req->fingerprint);
 	idem_buf_free(&b);
 }

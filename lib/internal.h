@@ -85,6 +85,23 @@ enum idem_jcs_result idem_jcs_canonicalize(const char *in, size_t len,
 	    const struct idem_jcs_limits *lim, struct idem_buf *out,
 	    char *err, size_t errlen);
 /*
+ * idem_jcs_canonicalize(), and into pruned (when not NULL) the same
+ * canonical form without the members named by the nexclude JSON Pointers
+ * (RFC 6901, as written: "/meta/trace_id", "~0" and "~1" escaped; array
+ * elements by their decimal index): the fingerprint of a route whose
+ * clients may change those members between retries of one operation.
+ * A pointer that names nothing removes nothing.  On failure both buffers
+ * are left as they were.
+ */
+enum idem_jcs_result idem_jcs_canonicalize_pruned(const char *in,
+	    size_t len, const struct idem_jcs_limits *lim,
+	    const char *const *exclude, size_t nexclude,
+	    struct idem_buf *out, struct idem_buf *pruned, char *err,
+	    size_t errlen);
+/* 1 if p is a JSON Pointer a route may exclude: "/" and at least one
+ * more character, "~" only as "~0" or "~1", no control character. */
+int	idem_jcs_pointer_ok(const char *p);
+/*
  * Append the ECMAScript Number.prototype.toString form of the JSON number
  * text num (len bytes) to out.  -1 if it is not finite as a double.
  */
@@ -203,6 +220,10 @@ struct idem_cfg_route {
 	long long		 phase_deadline_ms;	/* each phase */
 	unsigned long		 line;		/* of the section header */
 	unsigned long		 key_line[4];	/* of ttl, lock_timeout, ... */
+	/* fingerprint_exclude: JSON Pointers left out of the fingerprint */
+	char			**exclude;
+	size_t			 nexclude;
+	unsigned long		 exclude_line;
 	struct idem_cfg_route	*next;
 };
 
@@ -283,6 +304,9 @@ long long idem_cfg_route_ttl(const struct idem_cfg *cfg, const char *method,
 /* Everything a route runs under (method, pattern NULL: the defaults). */
 void	idem_cfg_route_limits(const struct idem_cfg *cfg, const char *method,
 	    const char *pattern, struct idem_route_limits *out);
+/* The route's fingerprint_exclude pointers (*n of them; NULL when none). */
+const char *const *idem_cfg_route_exclude(const struct idem_cfg *cfg,
+	    const char *method, const char *pattern, size_t *n);
 const char *idem_cfg_app_get(const struct idem_cfg *cfg,
 	    const char *section, const char *key);
 /* idem_cfg_allow() with the type the value must have (a second call

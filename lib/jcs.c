@@ -802,17 +802,76 @@ emit_scalar(const struct jnode *n, struct idem_buf *out)
 	return -1;
 }
 
-/* Write the tree out with an explicit stack of (container, next child). */
+/* The pointers a pruned form leaves out (NULL: none). */
+struct jexclude {
+	const char *const	*ptr;
+	size_t			 n;
+};
+
+/* Append "/" and the RFC 6901 escaped reference of kid i of n to path. */
 static int
-emit(const struct jctx *c, struct idem_buf *out)
+path_push(struct idem_buf *path, const struct jnode *n, size_t i)
+{
+	const struct jkid	*k = &n->kids[i];
+	size_t			 j;
+
+	if (idem_buf_addc(path, '/') == -1)
+		return -1;
+	if (n->type == J_ARR)
+		return idem_buf_addf(path, "%zu", i);
+	for (j = 0; j < k->klen; j++)
+		if ((k->key[j] == '~' ? idem_buf_add(path, "~0", 2) :
+		    k->key[j] == '/' ? idem_buf_add(path, "~1", 2) :
+		    idem_buf_addc(path, k->key[j])) == -1)
+			return -1;
+	return 0;
+}
+
+static int
+path_excluded(const struct idem_buf *path, const struct jexclude *ex)
+{
+	size_t	 i;
+
+	for (i = 0; i < ex->n; i++)
+		if (strlen(ex->ptr[i]) == path->len &&
+		    memcmp(ex->ptr[i], path->p, path->len) == 0)
+			return 1;
+	return 0;
+}
+
+int
+idem_jcs_pointer_ok(const char *p)
+{
+	size_t	 i;
+
+	if (p == NULL || p[0] != '/' || p[1] == '\0')
+		return 0;
+	for (i = 1; p[i] != '\0'; i++) {
+		if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
+			return 0;
+		if (p[i] == '~' && p[i + 1] != '0' && p[i + 1] != '1')
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Write the tree out with an explicit stack of (container, next child),
+ * leaving out the members ex names (ex NULL: none; then path is unused).
+ */
+static int
+emit(const struct jctx *c, struct idem_buf *out, const struct jexclude *ex)
 {
 	struct frame {
 		size_t	 node;
 		size_t	 next;
+		size_t	 written;	/* children written so far */
+		size_t	 plen;		/* the container's pointer length */
 	}			*st;
 	const struct jnode	*n, *kid;
 	const struct jkid	*k;
-	size_t			 sp;
+	struct idem_buf		 path = { 0 };
+	size_t			 sp, i;
 	int			 rc = -1;
 
 	if (emit_scalar(&c->nodes[0], out) == -1)
@@ -821,8 +880,7 @@ emit(const struct jctx *c, struct idem_buf *out)
 		return 0;
 	if ((st = calloc(c->maxdepth, sizeof(*st))) == NULL)
 		return -1;
-	st[0].node = 0;
-	st[0].next = 0;
+	memset(&st[0], 0, sizeof(st[0]));
 	sp = 1;
 	while (sp > 0) {
 		n = &c->nodes[st[sp - 1].node];
@@ -833,8 +891,16 @@ emit(const struct jctx *c, struct idem_buf *out)
 			sp--;
 			continue;
 		}
-		k = &n->kids[st[sp - 1].next];
-		if (st[sp - 1].next++ > 0 && idem_buf_addc(out, ',') == -1)
+		i = st[sp - 1].next++;
+		k = &n->kids[i];
+		if (ex != NULL) {
+			path.len = st[sp - 1].plen;
+			if (path_push(&path, n, i) == -1)
+				goto done;
+			if (path_excluded(&path, ex))
+				continue;
+		}
+		if (st[sp - 1].written++ > 0 && idem_buf_addc(out, ',') == -1)
 			goto done;
 		if (n->type == J_OBJ &&
 		    (idem_buf_add_jstr(out, k->key, k->klen) == -1 ||
@@ -847,12 +913,15 @@ emit(const struct jctx *c, struct idem_buf *out)
 			/* sp < maxdepth: the parser counted this nesting. */
 			st[sp].node = k->node;
 			st[sp].next = 0;
+			st[sp].written = 0;
+			st[sp].plen = path.len;
 			sp++;
 		}
 	}
 	rc = 0;
 done:
 	free(st);
+	idem_buf_free(&path);
 	return rc;
 }
 
@@ -875,15 +944,38 @@ json_blank(const char *in, size_t len)
 	return 1;
 }
 
+/* Back to its length on entry, NUL-terminated as before. */
+static void
+buf_truncate(struct idem_buf *b, size_t len)
+{
+	if (b == NULL)
+		return;
+	b->len = len;
+	if (b->p != NULL)
+		b->p[len] = '\0';
+}
+
 enum idem_jcs_result
 idem_jcs_canonicalize(const char *in, size_t len,
     const struct idem_jcs_limits *lim, struct idem_buf *out, char *err,
     size_t errlen)
 {
+	return idem_jcs_canonicalize_pruned(in, len, lim, NULL, 0, out, NULL,
+	    err, errlen);
+}
+
+enum idem_jcs_result
+idem_jcs_canonicalize_pruned(const char *in, size_t len,
+    const struct idem_jcs_limits *lim, const char *const *exclude,
+    size_t nexclude, struct idem_buf *out, struct idem_buf *pruned,
+    char *err, size_t errlen)
+{
 	struct jctx		 c;
+	struct jexclude		 ex = { exclude, nexclude };
 	yajl_handle		 h;
 	yajl_status		 st;
 	size_t			 at, outlen0 = out->len;
+	size_t			 prunedlen0 = pruned ? pruned->len : 0;
 	char			 msg[64];
 	enum idem_jcs_result	 rc = IDEM_JCS_INVALID;
 
@@ -931,11 +1023,11 @@ idem_jcs_canonicalize(const char *in, size_t len,
 		set_err(err, errlen, msg);
 		goto done;
 	}
-	if (emit(&c, out) == -1) {
-		/* Leave out as it was, not half a document. */
-		out->len = outlen0;
-		if (out->p != NULL)
-			out->p[out->len] = '\0';
+	if (emit(&c, out, NULL) == -1 ||
+	    (pruned != NULL && emit(&c, pruned, &ex) == -1)) {
+		/* Leave both as they were, not half a document. */
+		buf_truncate(out, outlen0);
+		buf_truncate(pruned, prunedlen0);
 		set_err(err, errlen, "out of memory");
 		rc = IDEM_JCS_NOMEM;
 		goto done;

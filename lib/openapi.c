@@ -254,8 +254,9 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 {
 	struct idem_route_limits	 l;
 	const char			*s;
+	const char *const		*exclude;
 	char				 lower[16], name[64];
-	size_t				 i;
+	size_t				 i, nexclude;
 
 	for (i = 0; rt->method[i] != '\0' && i < sizeof(lower) - 1; i++)
 		lower[i] = (char)(rt->method[i] - 'A' + 'a');
@@ -319,6 +320,16 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 		seconds(j, l.ttl_ms);
 		idem_json_key(j, "lock_timeout_seconds");
 		seconds(j, l.lock_timeout_ms);
+		exclude = idem_cfg_route_exclude(&app->cfg, rt->method,
+		    rt->pattern, &nexclude);
+		if (nexclude > 0) {
+			/* Members a retry may change: not fingerprinted. */
+			idem_json_key(j, "fingerprint_exclude");
+			idem_json_array(j);
+			for (i = 0; i < nexclude; i++)
+				idem_json_str(j, exclude[i]);
+			idem_json_array_end(j);
+		}
 		idem_json_object_end(j);
 	}
 	idem_json_object_end(j);

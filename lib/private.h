@@ -208,6 +208,9 @@ struct idem_req {
 	char			*body;		/* owned, NUL-terminated */
 	size_t			 bodylen;
 	struct idem_buf		 canon;		/* JCS form of the body */
+	/* the fingerprint's form, when the route excludes members
+	 * (fingerprint_exclude); else canon is */
+	struct idem_buf		 fpcanon;
 	yajl_val		 json;
 	int64_t			 tenant;
 	unsigned char		 secret_hash[IDEM_SECRET_HASH_LEN];	/* of the secret */

@@ -67,6 +67,8 @@ prepare(idem_req *req)
 	unsigned long long	 cl;
 	char			 allow[128], err[128];
 	struct idem_jcs_limits	 lim;
+	const char *const	*exclude;
+	size_t			 nexclude;
 	enum idem_match		 mt;
 	enum idem_key_verdict	 kv;
 	size_t			 plen;
@@ -185,8 +187,13 @@ prepare(idem_req *req)
 		}
 		lim.max_depth = IDEM_JSON_MAX_DEPTH;
 		lim.max_values = cfg->max_json_values;
-		switch (idem_jcs_canonicalize(req->body, req->bodylen, &lim,
-		    &req->canon, err, sizeof(err))) {
+		/* The route's fingerprint_exclude: its own form for the
+		 * fingerprint; canon stays whole (kept for the completer). */
+		exclude = idem_cfg_route_exclude(cfg, req->route->method,
+		    req->route->pattern, &nexclude);
+		switch (idem_jcs_canonicalize_pruned(req->body, req->bodylen,
+		    &lim, exclude, nexclude, &req->canon,
+		    nexclude > 0 ? &req->fpcanon : NULL, err, sizeof(err))) {
 		case IDEM_JCS_OK:
 			break;
 		case IDEM_JCS_TOO_MANY:
@@ -315,6 +322,7 @@ idem_req_release(idem_req *req)
 	idem_resp_reset(req);
 	idem_buf_free(&req->resp);
 	idem_buf_free(&req->canon);
+	idem_buf_free(&req->fpcanon);
 	if (req->json != NULL)
 		yajl_tree_free(req->json);
 	req->json = NULL;

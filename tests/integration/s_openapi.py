@@ -64,6 +64,20 @@ def _limits(path, method, pattern):
     return tuple(out)
 
 
+def _exclude(path, method, pattern):
+    """A route's fingerprint_exclude pointers as the config writes them
+    (commas and blanks between), or None."""
+    sect, want = None, 'route "%s %s"' % (method.upper(), pattern)
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].split(";", 1)[0].strip()
+            if line.startswith("["):
+                sect = line.strip("[]")
+            elif sect == want and line.startswith("fingerprint_exclude"):
+                return re.split(r"[\s,]+", line.split("=", 1)[1].strip())
+    return None
+
+
 def _ops(doc):
     for path, item in doc["paths"].items():
         for method, op in item.items():
@@ -124,9 +138,13 @@ def _(t):
                  "%s %s: Idempotency-Key header, required" % (method, path))
         ttl, lto = _limits(t.env.config, method,
                            re.sub(r"\{([^}]+)\}", r":\1", path))
-        t.expect_eq(x, {"required": True, "retention_seconds": ttl,
-                        "lock_timeout_seconds": lto},
-                    "x-idempotency of %s %s" % (method, path))
+        want = {"required": True, "retention_seconds": ttl,
+                "lock_timeout_seconds": lto}
+        exclude = _exclude(t.env.config, method,
+                           re.sub(r"\{([^}]+)\}", r":\1", path))
+        if exclude is not None:
+            want["fingerprint_exclude"] = exclude
+        t.expect_eq(x, want, "x-idempotency of %s %s" % (method, path))
     # The sample sets a week for payments: the document must say so.
     t.expect_eq(doc["paths"][PAY]["post"]["x-idempotency"]
                 ["retention_seconds"], _limits(t.env.config, "post", PAY)[0],

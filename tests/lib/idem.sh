@@ -27,6 +27,8 @@ lock_timeout = 5m
 
 [route "POST /v1/payments"]
 ttl = 7d
+# a member a client may change between retries (tests/integration/s_exclude.py)
+fingerprint_exclude = /metadata/trace_id
 EOF
 }
 

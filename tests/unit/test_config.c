@@ -434,6 +434,35 @@ route_limits(void)
 	    "deadline must be a duration");
 }
 
+/* [route] fingerprint_exclude: JSON Pointers, as written. */
+static void
+test_exclude(void)
+{
+	const char *const	*ex;
+	size_t			 n;
+
+	GOOD("[route \"POST /a\"]\nfingerprint_exclude = /trace_id, "
+	    "/meta/client_ts,/items/0/note  /a~1b\n");
+	ex = idem_cfg_route_exclude(&cfg, "POST", "/a", &n);
+	TAP_OK(n == 4 && strcmp(ex[0], "/trace_id") == 0 &&
+	    strcmp(ex[1], "/meta/client_ts") == 0 &&
+	    strcmp(ex[2], "/items/0/note") == 0 && strcmp(ex[3], "/a~1b") == 0,
+	    "fingerprint_exclude: four pointers, commas and blanks between");
+	TAP_OK(idem_cfg_route_exclude(&cfg, "POST", "/b", &n) == NULL &&
+	    n == 0, "  another route excludes nothing");
+	BAD("[route \"POST /a\"]\nfingerprint_exclude = trace_id\n", 2,
+	    "\"trace_id\" is not a JSON Pointer");
+	BAD("[route \"POST /a\"]\nfingerprint_exclude = /a, /\n", 2,
+	    "\"/\" is not a JSON Pointer");
+	BAD("[route \"POST /a\"]\nfingerprint_exclude = /a~2\n", 2,
+	    "is not a JSON Pointer");
+	BAD("[route \"POST /a\"]\nfingerprint_exclude = ,\n", 2,
+	    "names no JSON Pointer");
+	BAD("[route \"POST /a\"]\nfingerprint_exclude = /a\n"
+	    "fingerprint_exclude = /b\n", 3,
+	    "duplicate key fingerprint_exclude (first on line 2)");
+}
+
 static void
 test_routes(void)
 {
@@ -463,7 +492,8 @@ test_routes(void)
 	BAD("[route \"POST /a\"]\nttl = 1h\nttl = 2h\n", 3,
 	    "duplicate key ttl (first on line 2)");
 	BAD("[route \"POST /a\"]\nthreads = 4\n", 2,
-	    "(ttl, lock_timeout, deadline or phase_deadline)");
+	    "(ttl, lock_timeout, deadline, phase_deadline or "
+	    "fingerprint_exclude)");
 	route_limits();
 	BAD("[route \"POST /a\"]\nttl = 0\n", 2, "ttl must be a duration");
 	BAD("[route POST /a]\n", 1, "bad route section");
@@ -485,6 +515,7 @@ test_routes(void)
 	BAD("[route \"POST /caf\xc3\xa9\"]\n", 1, "bad route section");
 	BAD("[route \"POST /a\"\n", 1, "unterminated");
 	BAD("[route \"POST /a\"] x\n", 1, "text after section header");
+	test_exclude();
 	/* the route section ends at the next header */
 	BAD("[route \"POST /a\"]\n[server]\nttl = 1h\n", 3,
 	    "unknown key ttl in [server]");

@@ -674,6 +674,90 @@ test_locale(void)
 	setlocale(LC_NUMERIC, "C");
 }
 
+/*
+ * The pruned form: the fingerprint of a route with fingerprint_exclude.
+ * Each row: the body, the pointers (NULL-terminated, at most 3), the
+ * pruned canonical form; the full form must stay the plain canonical one.
+ */
+static void
+test_pruned(void)
+{
+	static const struct {
+		const char	*in;
+		const char	*ex[4];
+		const char	*want;
+	} t[] = {
+		{ "{\"b\":1,\"trace\":\"x\",\"a\":2}", { "/trace" },
+		  "{\"a\":2,\"b\":1}" },
+		/* the first member, the last, all of them */
+		{ "{\"a\":1,\"b\":2}", { "/a" }, "{\"b\":2}" },
+		{ "{\"a\":1,\"b\":2}", { "/b" }, "{\"a\":1}" },
+		{ "{\"a\":1,\"b\":2}", { "/a", "/b" }, "{}" },
+		/* nested: only the member at that path */
+		{ "{\"m\":{\"t\":1,\"u\":2},\"t\":3}", { "/m/t" },
+		  "{\"m\":{\"u\":2},\"t\":3}" },
+		/* a whole object member, containers included */
+		{ "{\"m\":{\"t\":[1,{\"x\":2}]},\"n\":0}", { "/m" },
+		  "{\"n\":0}" },
+		/* array elements by index; the others keep their places */
+		{ "{\"l\":[{\"id\":1,\"ts\":5},{\"id\":2,\"ts\":6}]}",
+		  { "/l/1/ts" }, "{\"l\":[{\"id\":1,\"ts\":5},{\"id\":2}]}" },
+		{ "[1,2,3]", { "/1" }, "[1,3]" },
+		{ "[1,2,3]", { "/0", "/2" }, "[2]" },
+		/* RFC 6901 escapes: ~1 is "/", ~0 is "~" */
+		{ "{\"a/b\":1,\"a~b\":2,\"c\":3}", { "/a~1b", "/a~0b" },
+		  "{\"c\":3}" },
+		{ "{\"a/b\":1}", { "/a/b" }, "{\"a/b\":1}" },
+		/* names nothing: nothing removed */
+		{ "{\"a\":1}", { "/z", "/a/b", "/0" }, "{\"a\":1}" },
+		{ "7", { "/a" }, "7" },
+		/* a name as written in the body, escapes decoded */
+		{ "{\"\\u0074race\":1,\"k\":2}", { "/trace" }, "{\"k\":2}" },
+		/* the canonical number and order in what is left */
+		{ "{\"z\":1.0e2,\"t\":1,\"a\":true}", { "/t" },
+		  "{\"a\":true,\"z\":100}" },
+	};
+	static const struct {
+		const char	*p;
+		int		 ok;
+	} ptrs[] = {
+		{ "/a", 1 }, { "/a/0", 1 }, { "/a~0b", 1 }, { "/a~1b", 1 },
+		{ "/", 0 }, { "", 0 }, { "a", 0 }, { "/a~", 0 }, { "/a~2", 0 },
+		{ "/a\tb", 0 }, { "/a b", 1 }, { "//", 1 },
+	};
+	static const char	 dup[] = "{\"a\":1,\"a\":2}";
+	struct idem_jcs_limits	 lim = { 64, 1000 };
+	struct idem_buf		 full = { 0 }, pruned = { 0 }, plain = { 0 };
+	size_t			 i, n;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		for (n = 0; t[i].ex[n] != NULL; n++)
+			;
+		full.len = pruned.len = plain.len = 0;
+		TAP_OK(idem_jcs_canonicalize_pruned(t[i].in, strlen(t[i].in),
+		    &lim, t[i].ex, n, &full, &pruned, err, sizeof(err)) ==
+		    IDEM_JCS_OK && idem_buf_nul(&pruned) == 0 &&
+		    idem_buf_nul(&full) == 0, "pruned %s", t[i].in);
+		TAP_STREQ(pruned.p, t[i].want, "  without %s (%zu pointers)",
+		    t[i].ex[0], n);
+		idem_jcs_canonicalize(t[i].in, strlen(t[i].in), &lim, &plain,
+		    err, sizeof(err));
+		idem_buf_nul(&plain);
+		TAP_STREQ(full.p, plain.p, "  the full form is the plain one");
+	}
+	/* A refused body leaves both buffers untouched. */
+	full.len = pruned.len = 0;
+	TAP_OK(idem_jcs_canonicalize_pruned(dup, strlen(dup), &lim, t[0].ex, 1, &full, &pruned, err, sizeof(err)) == IDEM_JCS_INVALID &&
+	    full.len == 0 && pruned.len == 0, "a refused body writes nothing");
+	for (i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++)
+		TAP_OK(idem_jcs_pointer_ok(ptrs[i].p) == ptrs[i].ok,
+		    "pointer '%s' %s", ptrs[i].p, ptrs[i].ok ? "accepted" :
+		    "refused");
+	idem_buf_free(&full);
+	idem_buf_free(&pruned);
+	idem_buf_free(&plain);
+}
+
 int
 main(void)
 {
@@ -690,6 +774,7 @@ main(void)
 	test_output_buffer();
 	test_idempotent();
 	test_locale();
+	test_pruned();
 	idem_buf_free(&out);
 	idem_buf_free(&numout);
 	return TAP_DONE();
