@@ -102,6 +102,9 @@ static const struct cfg_key cfg_keys[] = {
 	{ S_DATABASE, "prepared_statements", T_CHOICE,
 	    OFF(prepared_statements), 0, 0, "on|off|auto" },
 	{ S_IDEM, "ttl", T_DUR, OFF(ttl_ms), 0, 0, NULL },
+	/* Below the web servers' FastCGI read timeouts (40 s and more). */
+	{ S_IDEM, "max_wait", T_DUR, OFF(max_wait_ms), 0, 30000, NULL },
+	{ S_IDEM, "max_waiters", T_UINT, OFF(max_waiters), 0, 256, NULL },
 	{ S_IDEM, "lock_timeout", T_DUR, OFF(lock_timeout_ms), 0, 0, NULL },
 	{ S_IDEM, "evict_interval", T_DUR, OFF(evict_interval_ms), 0, 0,
 	    NULL },
@@ -220,6 +223,8 @@ idem_cfg_init(struct idem_cfg *cfg)
 	cfg->pool_size = 0;
 	cfg->acquire_timeout_ms = 2 * MS_SECOND;
 	cfg->ttl_ms = 24 * MS_HOUR;
+	cfg->max_wait_ms = 10 * MS_SECOND;
+	cfg->max_waiters = 4;
 	cfg->lock_timeout_ms = 5 * MS_MINUTE;
 	cfg->evict_interval_ms = 5 * MS_MINUTE;
 	cfg->evict_batch = 10000;
@@ -533,6 +538,9 @@ set_builtin(struct parse *ps, const struct cfg_key *k, const char *v)
 			return perr(ps, ps->line,
 			    "%s must be a duration such as 250ms, 30s, 5m, "
 			    "24h or 7d (at most 3650d)", k->name);
+		if (k->max > 0 && ms > k->max)
+			return perr(ps, ps->line, "%s must be at most %llds",
+			    k->name, k->max / 1000);
 		*(long long *)(void *)base = ms;
 		return 0;
 	case T_CHOICE:

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 
 #include "private.h"
@@ -660,6 +661,95 @@ in_flight(idem_req *req, const char *detail)
 }
 
 /*
+ * Prefer: wait=N (RFC 7240) on a duplicate of a key in flight: instead of
+ * the 409 at once, wait up to min(N, [idempotency] max_wait) for the first
+ * request to end, then answer as a retry would (a replay, or an execution
+ * when the first stored nothing).  A waiter holds its worker thread and
+ * its request's memory, never a pool connection: between polls the
+ * connection goes back to the pool, and each poll is one flight 1.  At most
+ * [idempotency] max_waiters wait at once per process; the others get the
+ * 409 at once.
+ */
+struct wait {
+	int		 state;		/* 0: not asked yet, 1: waiting, -1: no */
+	unsigned	 applied_s;	/* min(N, max_wait), for the header */
+	long long	 until_us;
+	long long	 delay_us;	/* the next poll's, doubling */
+};
+
+#define WAIT_POLL_FIRST_US	20000
+#define WAIT_POLL_MAX_US	200000
+
+/* May this duplicate wait (more)?  Takes a waiter slot the first time. */
+static int
+wait_more(idem_req *req, struct wait *w)
+{
+	const struct idem_cfg	*cfg = &req->app->cfg;
+	unsigned		 n, slots;
+	long long		 max_s = cfg->max_wait_ms / 1000;
+
+	if (w->state == 0) {
+		w->state = -1;
+		if (idem_prefer_wait(idem_req_header(req, "Prefer"), &n) !=
+		    IDEM_PREFER_WAIT || max_s == 0)
+			return 0;
+		/* Never every worker: one is left for other requests. */
+		slots = cfg->threads > 1 && cfg->max_waiters >= cfg->threads ?
+		    cfg->threads - 1 : cfg->max_waiters;
+		if (atomic_fetch_add(&req->app->waiters, 1) >= (int)slots) {
+			atomic_fetch_sub(&req->app->waiters, 1);
+			idem_metrics_wait(req->app, IDEM_WAIT_REFUSED);
+			return 0;
+		}
+		w->state = 1;
+		w->applied_s = n < max_s ? n : (unsigned)max_s;
+		w->until_us = idem_now_us() + (long long)w->applied_s * 1000000;
+		w->delay_us = WAIT_POLL_FIRST_US;
+		return 1;
+	}
+	if (w->state != 1)
+		return 0;
+	if (atomic_load(&req->app->stopping) ||
+	    idem_now_us() + w->delay_us > w->until_us) {
+		idem_metrics_wait(req->app, IDEM_WAIT_TIMEOUT);
+		return 0;
+	}
+	return 1;
+}
+
+/* Between two polls: no connection held. */
+static void
+wait_sleep(idem_req *req, struct wait *w)
+{
+	struct timespec	ts;
+
+	idem_req_conn_release(req);
+	ts.tv_sec = w->delay_us / 1000000;
+	ts.tv_nsec = (long)(w->delay_us % 1000000) * 1000;
+	nanosleep(&ts, NULL);
+	w->delay_us = w->delay_us * 2 > WAIT_POLL_MAX_US ? WAIT_POLL_MAX_US :
+	    w->delay_us * 2;
+}
+
+/* The slot back; the answer says the wait was honoured unless it is the
+ * 409 of a wait that ran out. */
+static void
+wait_end(idem_req *req, struct wait *w)
+{
+	char	v[32];
+
+	if (w->state != 1)
+		return;
+	atomic_fetch_sub(&req->app->waiters, 1);
+	if (req->outcome == IDEM_OUT_IN_FLIGHT)
+		return;
+	snprintf(v, sizeof(v), "wait=%u", w->applied_s);
+	idem_resp_header(req, "Preference-Applied", v);
+	idem_metrics_wait(req->app, req->outcome == IDEM_OUT_REPLAYED ?
+	    IDEM_WAIT_REPLAYED : IDEM_WAIT_OTHER);
+}
+
+/*
  * Run the handler that flight 1 let execute or resume, then store its
  * response (the last phase, on phased routes) and commit.
  */
@@ -702,15 +792,19 @@ idem_idempotent_run(idem_req *req)
 	int			 lens[10] = { 32, 0, 0, 0, 32, 0, 0, 0, 0, 0 };
 	int			 fmts[10] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 1 };
 	const PGresult		*r;
+	struct wait		 w = { 0 };
 	size_t			 nq;
-	int			 rc;
+	int			 rc, waiting;
 
 	req->txn.phased = (req->route->flags & IDEM_ROUTE_PHASED) != 0;
 	idem_cfg_route_limits(&req->app->cfg, req->method, req->route->pattern,
 	    &req->txn.limits);
 	fingerprint(req);
+again:
+	waiting = 0;
 	if (idem_req_db(req) == NULL) {
 		unavailable(req);
+		wait_end(req, &w);
 		return;
 	}
 	lock_id(req, lock);
@@ -753,6 +847,7 @@ idem_idempotent_run(idem_req *req)
 	if (rc != 0) {
 		idem_pipeline_clear(q, nq);
 		failed(req, rc);
+		wait_end(req, &w);
 		return;
 	}
 	req->txn.in_txn = 1;
@@ -779,6 +874,7 @@ idem_idempotent_run(idem_req *req)
 		}
 		idem_pipeline_clear(q, nq);
 		execute(req);
+		wait_end(req, &w);
 		return;
 	case IDEM_V_REPLAY:
 		req->tenant = get_i64(r, C_TENANT);
@@ -795,24 +891,35 @@ idem_idempotent_run(idem_req *req)
 		break;
 	case IDEM_V_RACED:
 		req->tenant = get_i64(r, C_TENANT);
+		if ((waiting = wait_more(req, &w)))
+			break;
 		in_flight(req, "a request with this Idempotency-Key has just "
 		    "been processed; retry");
 		break;
 	case IDEM_V_IN_FLIGHT:
 		req->tenant = get_i64(r, C_TENANT);
+		if ((waiting = wait_more(req, &w)))
+			break;
 		in_flight(req, "a request with this Idempotency-Key is being "
 		    "processed; retry later");
 		break;
 	}
 	idem_pipeline_clear(q, nq);
-	if (req->txn.phased)
-		return;		/* committed with flight 1 */
-	/* Holding the key's lock, wait: a retry must not find it taken. */
-	if (row.lock_got)
-		PQclear(PQexec(req->db, "ROLLBACK"));
-	else
-		rollback_async(req);
-	req->txn.txn_open = 0;
+	/* Phased: committed with flight 1. */
+	if (!req->txn.phased) {
+		/* Holding the key's lock, wait: a retry must not find it
+		 * taken. */
+		if (row.lock_got)
+			PQclear(PQexec(req->db, "ROLLBACK"));
+		else
+			rollback_async(req);
+		req->txn.txn_open = 0;
+	}
+	if (waiting) {
+		wait_sleep(req, &w);
+		goto again;
+	}
+	wait_end(req, &w);
 }
 
 int

@@ -146,6 +146,20 @@ enum idem_key_verdict idem_key_parse(const char *value, size_t len, char *out,
 /* The problem detail for a verdict: what is wrong, in a sentence. */
 const char *idem_key_reason(enum idem_key_verdict v);
 
+/* --- prefer.c: the Prefer header's wait (RFC 7240) ------------------------ */
+
+/* A wait=N above this is read as this (seconds); config caps it anyway. */
+#define IDEM_PREFER_WAIT_CAP	86400
+
+enum idem_prefer_wait {
+	IDEM_PREFER_NONE = 0,	/* no wait preference, or wait=0 */
+	IDEM_PREFER_WAIT,	/* wait=N, N > 0 in *seconds */
+	IDEM_PREFER_MALFORMED,	/* not RFC 7240: ignored, as not understood */
+};
+
+/* The first wait preference of a Prefer header value (NULL: absent). */
+enum idem_prefer_wait idem_prefer_wait(const char *hdr, unsigned *seconds);
+
 /* --- clock.c ------------------------------------------------------------ */
 
 /* The monotonic clock in microseconds: durations and deadlines. */
@@ -269,6 +283,8 @@ struct idem_cfg {
 	/* [idempotency] */
 	long long		 ttl_ms;		/* 24 h */
 	long long		 lock_timeout_ms;	/* 5 m */
+	long long		 max_wait_ms;		/* 10 s: Prefer: wait */
+	unsigned		 max_waiters;		/* 4 */
 	long long		 evict_interval_ms;	/* 5 m */
 	long			 evict_batch;		/* 10000 */
 	/* [metrics] */

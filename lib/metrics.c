@@ -50,6 +50,7 @@ struct idem_metrics {
 	atomic_ullong	 completed;
 	atomic_llong	 janitor_ok;	/* Unix time of the last good run */
 	atomic_ullong	 rejected[IDEM_FCGI_REJECT__COUNT];	/* by reason */
+	atomic_ullong	 waits[IDEM_WAIT__COUNT];	/* Prefer: wait */
 	struct idem_metrics_srv *srv;	/* [metrics] listen, or NULL */
 };
 
@@ -161,6 +162,20 @@ idem_metrics_add(idem_app *app, int which, long n)
 	    &app->metrics->completed, (unsigned long long)n);
 }
 
+static const char *const wait_labels[IDEM_WAIT__COUNT] = {
+	[IDEM_WAIT_REPLAYED] = "replayed",
+	[IDEM_WAIT_OTHER] = "other",
+	[IDEM_WAIT_TIMEOUT] = "timeout",
+	[IDEM_WAIT_REFUSED] = "refused",
+};
+
+void
+idem_metrics_wait(idem_app *app, enum idem_wait_outcome o)
+{
+	if (app->metrics != NULL && o >= 0 && o < IDEM_WAIT__COUNT)
+		atomic_fetch_add(&app->metrics->waits[o], 1);
+}
+
 void
 idem_metrics_rejected(idem_app *app, enum idem_fcgi_rc why)
 {
@@ -226,6 +241,19 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 		idem_buf_addf(b, "idem_connections_rejected_total{reason=\"%s\"} "
 		    "%llu\n", idem_fcgi_reason((enum idem_fcgi_rc)i),
 		    atomic_load(&m->rejected[i]));
+	idem_buf_adds(b, "# HELP idem_prefer_waits_total Duplicates of a key "
+	    "in flight that asked to wait (Prefer: wait), by how the wait "
+	    "ended: replayed the first answer, other (executed after the "
+	    "first stored nothing, or failed), timeout (then 409), refused "
+	    "(max_waiters were waiting: 409 at once).\n"
+	    "# TYPE idem_prefer_waits_total counter\n");
+	for (i = 0; i < IDEM_WAIT__COUNT; i++)
+		idem_buf_addf(b, "idem_prefer_waits_total{outcome=\"%s\"} "
+		    "%llu\n", wait_labels[i], atomic_load(&m->waits[i]));
+	idem_buf_addf(b, "# HELP idem_prefer_waiters Duplicates waiting now "
+	    "for the first request with their key (at most max_waiters).\n"
+	    "# TYPE idem_prefer_waiters gauge\nidem_prefer_waiters %d\n",
+	    atomic_load(&app->waiters));
 	idem_buf_addf(b, "# HELP idem_keys_evicted_total Expired keys "
 	    "evicted by this process.\n# TYPE idem_keys_evicted_total counter\n"
 	    "idem_keys_evicted_total %llu\n", atomic_load(&m->evicted));

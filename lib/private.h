@@ -151,6 +151,7 @@ struct idem_app {
 	struct idem_problem_type problems[IDEM_APP_PROBLEMS_MAX];
 	size_t			 nproblems;	/* idem_app_problem() */
 	atomic_int		 stopping;
+	atomic_int		 waiters;	/* Prefer: wait, now */
 };
 
 /* app.c: everything idem_app_run() sets up before it serves (routes'
@@ -167,6 +168,15 @@ void	idem_metrics_request(idem_app *app, const idem_req *req,
 /* The pool waits req recorded (idem_metrics_request() counts them too). */
 void	idem_metrics_pool_waits(idem_app *app, const idem_req *req);
 void	idem_metrics_add(idem_app *app, int which, long n);
+/* How a Prefer: wait ended (idempotency.c). */
+enum idem_wait_outcome {
+	IDEM_WAIT_REPLAYED,	/* the first request's stored answer */
+	IDEM_WAIT_OTHER,	/* executed itself, or an error */
+	IDEM_WAIT_TIMEOUT,	/* still in flight after the wait: 409 */
+	IDEM_WAIT_REFUSED,	/* max_waiters already waiting: 409 at once */
+	IDEM_WAIT__COUNT
+};
+void	idem_metrics_wait(idem_app *app, enum idem_wait_outcome o);
 /* One janitor run took seconds; ok: without a database error. */
 void	idem_metrics_janitor_run(idem_app *app, double seconds, int ok);
 /* A connection closed for why (a refusal of fcgi.h, or its read timeout). */

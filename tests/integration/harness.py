@@ -82,6 +82,27 @@ class DB:
                           % sql)
         return json.loads(out)
 
+    def before_insert(self, name, table, when, action):
+        """Create a BEFORE INSERT trigger on table running action (PL/pgSQL)
+        for rows where when holds; returns the SQL that drops it."""
+        fn = "idem_test_" + name
+        self.run("create function %s() returns trigger language plpgsql "
+                 "as $$ begin if %s then %s; end if; return new; end $$; "
+                 "create trigger %s before insert on %s for each row "
+                 "execute function %s();" % (fn, when, action, fn, table, fn))
+        return "drop trigger if exists %s on %s; drop function if exists " \
+            "%s();" % (fn, table, fn)
+
+    def await_sleeping(self, seconds=10):
+        """True once a backend sleeps in pg_sleep (a slow trigger fired)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.int("select count(*) from pg_stat_activity "
+                        "where wait_event = 'PgSleep'") > 0:
+                return True
+            time.sleep(0.02)
+        return False
+
     def counts(self):
         """Row counts of the tables a rejected request must not touch."""
         r = self.rows("select (select count(*) from idempotency_keys) k, "

@@ -435,6 +435,23 @@ route_limits(void)
 }
 
 /* [route] fingerprint_exclude: JSON Pointers, as written. */
+/* [idempotency] max_wait, max_waiters: Prefer: wait's bounds. */
+static void
+test_wait_keys(void)
+{
+	GOOD("[server]\nthreads = 2\n");
+	TAP_OK(cfg.max_wait_ms == 10000 && cfg.max_waiters == 4,
+	    "max_wait 10s and max_waiters 4 by default");
+	GOOD("[idempotency]\nmax_wait = 30s\nmax_waiters = 0\n");
+	TAP_OK(cfg.max_wait_ms == 30000 && cfg.max_waiters == 0,
+	    "max_wait 30s, max_waiters 0 (waiting off)");
+	BAD("[idempotency]\nmax_wait = 31s\n", 2,
+	    "max_wait must be at most 30s");
+	BAD("[idempotency]\nmax_waiters = 257\n", 2, "max_waiters");
+	BAD("[idempotency]\nmax_wait = soon\n", 2,
+	    "max_wait must be a duration");
+}
+
 static void
 test_exclude(void)
 {
@@ -516,6 +533,7 @@ test_routes(void)
 	BAD("[route \"POST /a\"\n", 1, "unterminated");
 	BAD("[route \"POST /a\"] x\n", 1, "text after section header");
 	test_exclude();
+	test_wait_keys();
 	/* the route section ends at the next header */
 	BAD("[route \"POST /a\"]\n[server]\nttl = 1h\n", 3,
 	    "unknown key ttl in [server]");
