@@ -359,6 +359,40 @@ size_t		 idem_validate_errors(yajl_val v, const struct idem_body *b,
  */
 int		 idem_app_route_body(idem_app *app, const char *method,
 		    const char *pattern, const struct idem_body *b);
+/*
+ * Declared query parameters of a route: integer (min..max, 0 0: any),
+ * string (min..max characters, or one of oneof) or boolean (true, false).
+ * Each request's query string is checked before the handler runs: an
+ * undeclared, repeated, malformed or missing required parameter gets
+ * 400 validation-error listing every failure as errors[{"parameter",
+ * "detail"}].  The list (ended by a NULL name) is also the route's
+ * query parameters in /openapi.json.  See idem_app_route_query(3).
+ */
+struct idem_param {
+	const char		*name;
+	enum idem_type		 type;	/* IDEM_T_INTEGER, _STRING, _BOOLEAN */
+	unsigned		 flags;	/* IDEM_REQUIRED */
+	long long		 min, max;
+	const char *const	*oneof;	/* string: allowed values, NULL-ended */
+	const char		*def;	/* the value when absent, as text */
+	const char		*doc;	/* one line, for the OpenAPI document */
+};
+int		 idem_app_route_query(idem_app *app, const char *method,
+		    const char *pattern, const struct idem_param *params);
+/* A declared parameter's value (or its default; NULL: neither), and
+ * typed: dflt when absent without a default. */
+const char	*idem_req_qparam(const idem_req *req, const char *name);
+long long	 idem_req_qparam_int(const idem_req *req, const char *name,
+		    long long dflt);
+int		 idem_req_qparam_bool(const idem_req *req, const char *name,
+		    int dflt);
+/*
+ * Cursor pagination: send 200 {"object": "list", "data": [the first
+ * limit rows of r, as objects], "has_more": whether r has more}; query
+ * limit + 1 rows to know.  r is the caller's to PQclear().  0, or -1.
+ */
+int		 idem_resp_list(idem_req *req, const PGresult *r, long limit);
+
 /* Typed top-level members of the (validated) body. */
 yajl_val	 idem_req_member(const idem_req *req, const char *name);
 const char	*idem_req_str(const idem_req *req, const char *name);

@@ -146,6 +146,38 @@ enum idem_key_verdict idem_key_parse(const char *value, size_t len, char *out,
 /* The problem detail for a verdict: what is wrong, in a sentence. */
 const char *idem_key_reason(enum idem_key_verdict v);
 
+/* --- query.c: declared query parameters ---------------------------------- */
+
+#define IDEM_QUERY_PAIRS_MAX	32	/* name=value pairs in a query */
+#define IDEM_PARAMS_MAX		32	/* declared parameters per route */
+
+struct idem_query_pairs {
+	size_t	 n;
+	char	*name[IDEM_QUERY_PAIRS_MAX];	/* decoded */
+	char	*value[IDEM_QUERY_PAIRS_MAX];
+};
+
+enum idem_query_rc {
+	IDEM_QUERY_OK = 0,
+	IDEM_QUERY_TOO_MANY,	/* more than IDEM_QUERY_PAIRS_MAX pairs */
+	IDEM_QUERY_MALFORMED,	/* a bad %-escape or an encoded NUL */
+};
+
+/* query (NULL: none) as decoded pairs, in order; nothing kept on failure. */
+enum idem_query_rc idem_query_split(const char *query,
+	    struct idem_query_pairs *q);
+void	idem_query_pairs_free(struct idem_query_pairs *q);
+/*
+ * The pairs against params (NULL-name ended, at most IDEM_PARAMS_MAX):
+ * vals[i] the value of params[i] (into q), its default, or NULL.  Every
+ * failure (undeclared, repeated, broken rule, required and missing): the
+ * first max into errs, the parameter's name as pointer.  Returns how
+ * many (0: valid).
+ */
+size_t	idem_query_collect(const struct idem_query_pairs *q,
+	    const struct idem_param *params, const char **vals,
+	    struct idem_validation_error *errs, size_t max);
+
 /* --- prefer.c: the Prefer header's wait (RFC 7240) ------------------------ */
 
 /* A wait=N above this is read as this (seconds); config caps it anyway. */
@@ -386,6 +418,8 @@ struct idem_route {
 	void		*arg;
 	/* idem_app_route_body(): request.c validates before fn runs */
 	const struct idem_body	*body;
+	/* idem_app_route_query(): the same for the query string */
+	const struct idem_param	*query;
 };
 
 struct idem_router {

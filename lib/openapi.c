@@ -132,7 +132,7 @@ answers(const struct idem_route *rt, enum idem_problem p)
 	case IDEM_P_INVALID_JSON: case IDEM_P_TOO_LARGE: case IDEM_P_MEDIA_TYPE:
 		return (f & IDEM_ROUTE_JSON) != 0;
 	case IDEM_P_VALIDATION:
-		return rt->body != NULL;
+		return rt->body != NULL || rt->query != NULL;
 	case IDEM_P_UNAUTHORIZED:
 		return !(f & IDEM_ROUTE_PUBLIC);
 	case IDEM_P_NOT_FOUND:
@@ -249,6 +249,58 @@ parameter(idem_json *j, const char *name, const char *in, const char *pat,
 	idem_json_object_end(j);
 }
 
+/* A declared query parameter (struct idem_param), as its schema. */
+static void
+query_parameter(idem_json *j, const struct idem_param *p)
+{
+	size_t	 i;
+
+	idem_json_object(j);
+	idem_json_kstr(j, "name", p->name);
+	idem_json_kstr(j, "in", "query");
+	idem_json_key(j, "required");
+	idem_json_bool(j, (p->flags & IDEM_REQUIRED) != 0);
+	if (p->doc != NULL)
+		idem_json_kstr(j, "description", p->doc);
+	idem_json_key(j, "schema");
+	idem_json_object(j);
+	switch (p->type) {
+	case IDEM_T_INTEGER:
+		idem_json_kstr(j, "type", "integer");
+		if (p->min != 0 || p->max != 0) {
+			idem_json_kint(j, "minimum", p->min);
+			idem_json_kint(j, "maximum", p->max);
+		}
+		if (p->def != NULL)
+			idem_json_kint(j, "default", strtoll(p->def, NULL, 10));
+		break;
+	case IDEM_T_BOOLEAN:
+		idem_json_kstr(j, "type", "boolean");
+		if (p->def != NULL) {
+			idem_json_key(j, "default");
+			idem_json_bool(j, strcmp(p->def, "true") == 0);
+		}
+		break;
+	default:
+		idem_json_kstr(j, "type", "string");
+		if (p->oneof != NULL) {
+			idem_json_key(j, "enum");
+			idem_json_array(j);
+			for (i = 0; p->oneof[i] != NULL; i++)
+				idem_json_str(j, p->oneof[i]);
+			idem_json_array_end(j);
+		} else if (p->min != 0 || p->max != 0) {
+			idem_json_kint(j, "minLength", p->min);
+			idem_json_kint(j, "maxLength", p->max);
+		}
+		if (p->def != NULL)
+			idem_json_kstr(j, "default", p->def);
+		break;
+	}
+	idem_json_object_end(j);
+	idem_json_object_end(j);
+}
+
 static void
 operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 {
@@ -276,6 +328,8 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 	if (rt->flags & IDEM_ROUTE_IDEMPOTENT)
 		parameter(j, "Idempotency-Key", "header", key_pattern,
 		    key_doc, 2 + 2 * IDEM_KEY_MAX);
+	for (i = 0; rt->query != NULL && rt->query[i].name != NULL; i++)
+		query_parameter(j, &rt->query[i]);
 	idem_json_array_end(j);
 	if (rt->flags & IDEM_ROUTE_JSON) {
 		idem_json_key(j, "requestBody");

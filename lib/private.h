@@ -226,6 +226,9 @@ struct idem_req {
 	unsigned char		 secret_hash[IDEM_SECRET_HASH_LEN];	/* of the secret */
 	long long		 auth_t0_ms;	/* before the secret was checked */
 	struct idem_qval	*qvals;		/* idem_req_query() results */
+	/* declared query parameters: the pairs, and each one's value */
+	struct idem_query_pairs	 qpairs;
+	const char		*qparam[IDEM_PARAMS_MAX];
 	char			 key[IDEM_KEY_MAX + 1];
 	int			 has_key;
 	unsigned char		 fingerprint[32];
@@ -265,6 +268,8 @@ int	idem_http_is_json(const char *ct);
 /* body.c: refuse a body its route's declaration does not admit (400, the
  * problem set): -1; else 0.  Before the handler and the key's lookup. */
 int	idem_req_body_check(idem_req *req);
+/* The same for the declared query parameters, before the body's. */
+int	idem_req_query_check(idem_req *req);
 
 /* request.c: answer the whole request in (read by fcgi.c), writing its
  * records on fd (blocking, bounded by the socket's SO_SNDTIMEO):

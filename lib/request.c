@@ -179,6 +179,9 @@ prepare(idem_req *req)
 		req->has_key = 1;
 	}
 
+	/* Declared query parameters: refused before the key is used. */
+	if (idem_req_query_check(req) == -1)
+		return -1;
 	if (req->route->flags & IDEM_ROUTE_JSON) {
 		if (!idem_http_is_json(idem_req_header(req, "Content-Type"))) {
 			idem_resp_problem(req, IDEM_P_MEDIA_TYPE,
@@ -329,6 +332,7 @@ idem_req_release(idem_req *req)
 	idem_params_free(&req->params);
 	idem_defer_free(req);
 	idem_req_query_free(req);
+	idem_query_pairs_free(&req->qpairs);
 	free(req->path);
 	free(req->query);
 	free(req->body);

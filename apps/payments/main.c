@@ -40,6 +40,7 @@ main(int argc, char *argv[])
 		    IDEM_ROUTE_IDEMPOTENT, payments_create, NULL);
 	idem_app_route_body(app, "POST", "/v1/payments", &payment_body);
 	idem_app_route(app, "GET", "/v1/payments", 0, payments_list, NULL);
+	idem_app_route_query(app, "GET", "/v1/payments", list_params);
 	idem_app_route(app, "GET", "/v1/payments/:id", 0, payments_get, NULL);
 	idem_app_route(app, "POST", "/v1/payments/:id/refunds",
 	    IDEM_ROUTE_IDEMPOTENT, refunds_create, NULL);

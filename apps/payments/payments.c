@@ -230,25 +230,25 @@ payments_get(idem_req *req, void *arg)
 	return idem_json_send(j, req, 200);
 }
 
+/* GET /v1/payments: newest first, a page at a time. */
+const struct idem_param list_params[] = {
+	{ .name = "limit", .type = IDEM_T_INTEGER, .min = 1, .max = 100,
+	  .def = "10", .doc = "how many payments, 1 to 100" },
+	{ .name = "starting_after", .type = IDEM_T_STRING, .min = 1,
+	  .max = 64, .doc = "the last payment id of the previous page: the "
+	  "next page starts after it" },
+	{ .name = NULL } };
+
 int
 payments_list(idem_req *req, void *arg)
 {
-	const char	*l, *after;
+	const char	*after = idem_req_qparam(req, "starting_after");
+	long		 limit = (long)idem_req_qparam_int(req, "limit", 10);
 	idem_args	*a;
-	idem_json	*j;
 	PGresult	*r;
-	long		 limit = 10;
-	char		*end;
-	int		 i, n;
+	int		 n, rc;
 
 	(void)arg;
-	if ((l = idem_req_query(req, "limit")) != NULL) {
-		limit = strtol(l, &end, 10);
-		if (*l == '\0' || *end != '\0' || limit < 1 || limit > 100)
-			return idem_resp_problem(req, IDEM_P_VALIDATION,
-			    "limit must be an integer from 1 to 100");
-	}
-	after = idem_req_query(req, "starting_after");
 	if (after != NULL && !valid_id(after, "pay_"))
 		return idem_resp_problem(req, IDEM_P_VALIDATION,
 		    "starting_after must be a payment id");
@@ -274,20 +274,9 @@ payments_list(idem_req *req, void *arg)
 	    "FROM payments WHERE id = $2 AND api_key_id = $1)) ORDER BY seq "
 	    "DESC LIMIT $3::int", a)) == NULL)
 		return -1;
-	n = PQntuples(r);
-	j = idem_json_new();
-	idem_json_object(j);
-	idem_json_kstr(j, "object", "list");
-	idem_json_key(j, "data");
-	idem_json_array(j);
-	for (i = 0; i < n && i < limit; i++)
-		idem_json_pg_row(j, r, i);
-	idem_json_array_end(j);
-	idem_json_key(j, "has_more");
-	idem_json_bool(j, n > limit);
-	idem_json_object_end(j);
+	rc = idem_resp_list(req, r, limit);
 	PQclear(r);
-	return idem_json_send(j, req, 200);
+	return rc;
 }
 
 int

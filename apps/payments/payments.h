@@ -11,6 +11,7 @@ extern int	payments_p_declined;
 
 /* The declared bodies of the create and refund routes. */
 extern const struct idem_body payment_body, refund_body;
+extern const struct idem_param list_params[];
 
 int	payments_create(idem_req *req, void *arg);
 /* arg: the acquirer URL */
