@@ -133,29 +133,36 @@ idem_req_qparam_bool(const idem_req *req, const char *name, int dflt)
 	return v != NULL ? strcmp(v, "true") == 0 : dflt;
 }
 
+/* The route registered with method and pattern, or NULL. */
+static struct idem_route *
+route_of(idem_app *app, const char *method, const char *pattern)
+{
+	size_t	 i;
+
+	for (i = 0; i < app->router.nroutes; i++)
+		if (strcmp(app->router.routes[i].method, method) == 0 &&
+		    strcmp(app->router.routes[i].pattern, pattern) == 0)
+			return &app->router.routes[i];
+	return NULL;
+}
+
 int
 idem_app_route_query(idem_app *app, const char *method, const char *pattern,
     const struct idem_param *params)
 {
 	struct idem_route	*rt;
-	size_t			 i, n;
+	size_t			 n;
 
 	if (app == NULL || method == NULL || pattern == NULL || params == NULL)
 		return -1;
 	for (n = 0; params[n].name != NULL; n++)
 		if (n == IDEM_PARAMS_MAX)
 			return -1;
-	for (i = 0; i < app->router.nroutes; i++) {
-		rt = &app->router.routes[i];
-		if (strcmp(rt->method, method) != 0 ||
-		    strcmp(rt->pattern, pattern) != 0)
-			continue;
-		if (rt->query != NULL)
-			return -1;	/* declared twice */
-		rt->query = params;
-		return 0;
-	}
-	return -1;
+	if ((rt = route_of(app, method, pattern)) == NULL ||
+	    rt->query != NULL)
+		return -1;	/* no such route, or declared twice */
+	rt->query = params;
+	return 0;
 }
 
 int
@@ -183,21 +190,14 @@ idem_app_route_body(idem_app *app, const char *method, const char *pattern,
     const struct idem_body *b)
 {
 	struct idem_route	*rt;
-	size_t			 i;
 
 	if (app == NULL || method == NULL || pattern == NULL || b == NULL)
 		return -1;
-	for (i = 0; i < app->router.nroutes; i++) {
-		rt = &app->router.routes[i];
-		if (strcmp(rt->method, method) != 0 ||
-		    strcmp(rt->pattern, pattern) != 0)
-			continue;
-		if (!(rt->flags & IDEM_ROUTE_JSON) || rt->body != NULL)
-			return -1;	/* no parsed body, or declared twice */
-		rt->body = b;
-		return 0;
-	}
-	return -1;
+	if ((rt = route_of(app, method, pattern)) == NULL ||
+	    !(rt->flags & IDEM_ROUTE_JSON) || rt->body != NULL)
+		return -1;	/* no parsed body, or declared twice */
+	rt->body = b;
+	return 0;
 }
 
 yajl_val

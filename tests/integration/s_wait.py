@@ -69,25 +69,50 @@ def _two_app_processes(t):
         t.db.run(drop)
 
 
+class _InFlight:
+    """A payment held in the app by a trigger running action (PL/pgSQL)
+    for its description: on entry the first request is sent and has
+    reached the trigger; .key, .body; .first() its response once it
+    ended.  On exit the trigger is dropped."""
+
+    def __init__(self, t, tag, action):
+        _two_app_processes(t)
+        self.t, self.tag, self.action = t, tag, action
+
+    def __enter__(self):
+        t = self.t
+        self.desc = "%s-%s" % (self.tag, t.run_id)
+        self.drop = _slow(t, self.tag, self.desc, self.action)
+        self.key = t.new_key(self.tag)
+        self.body = t.payment_body(description=self.desc)
+        self.th, self.out = _first(t, self.body, self.key)
+        if not t.db.await_sleeping():
+            self.th.join(30)
+            t.db.run(self.drop)
+            t.fail("the first request never reached the slow trigger")
+        return self
+
+    def first(self):
+        self.th.join(30)
+        self.t.expect("r" in self.out, "first request failed: %r"
+                      % self.out.get("e"))
+        return self.out["r"]
+
+    def __exit__(self, *exc):
+        self.th.join(30)
+        self.t.db.run(self.drop)
+        return False
+
+
 @check("Prefer: wait=5 on a duplicate while the first takes 1 s -> the "
        "first's answer replayed within 1.2 s, Preference-Applied: wait=5; "
        "one payment")
 def _(t):
-    _two_app_processes(t)
-    desc = "wait-" + t.run_id
-    drop = _slow(t, "wait", desc, "perform pg_sleep(1)")
-    try:
-        k = t.new_key("wait")
-        body = t.payment_body(description=desc)
-        th, out = _first(t, body, k)
-        if not t.db.await_sleeping():
-            th.join(30)
-            t.fail("the first request never reached the slow trigger")
-        dup, took = _timed_post(t, body, k, prefer="wait=5")
-        th.join(30)
-        t.expect("r" in out, "first request failed: %r" % out.get("e"))
-        t.expect_status(out["r"], 201)
-        t.expect_replay_of(dup, out["r"])
+    with _InFlight(t, "wait", "perform pg_sleep(1)") as f:
+        dup, took = _timed_post(t, f.body, f.key, prefer="wait=5")
+        first = f.first()
+        t.expect_status(first, 201)
+        t.expect_replay_of(dup, first)
         t.expect_eq(dup.header("Preference-Applied"), "wait=5",
                     "Preference-Applied")
         # The issue's target: the duplicate of a 1 s request answered
@@ -95,58 +120,33 @@ def _(t):
         t.expect(took < 1.2, "the duplicate answered after %.2fs "
                  "(target < 1.2s)" % took)
         t.note("the duplicate answered after %.2fs" % took)
-        t.expect_eq(_payments(t, desc), 1, "payments for the key")
-    finally:
-        t.db.run(drop)
+        t.expect_eq(_payments(t, f.desc), 1, "payments for the key")
 
 
 @check("Prefer: wait=5 while the first fails (5xx, nothing stored) -> the "
        "duplicate, a retry like any other, executes and fails the same way; "
        "nothing stored, no payment")
 def _(t):
-    _two_app_processes(t)
-    desc = "waitfail-" + t.run_id
-    drop = _slow(t, "waitfail", desc, "perform pg_sleep(1); "
-                 "raise exception 'declined by the test trigger'")
-    try:
-        k = t.new_key("waitfail")
-        body = t.payment_body(description=desc)
-        th, out = _first(t, body, k)
-        if not t.db.await_sleeping():
-            th.join(30)
-            t.fail("the first request never reached the slow trigger")
-        dup, took = _timed_post(t, body, k, prefer="wait=5")
-        th.join(30)
-        t.expect("r" in out, "first request failed: %r" % out.get("e"))
-        t.expect_problem(out["r"], 500, "internal-error")
+    with _InFlight(t, "waitfail", "perform pg_sleep(1); raise exception "
+                   "'declined by the test trigger'") as f:
+        dup, took = _timed_post(t, f.body, f.key, prefer="wait=5")
+        t.expect_problem(f.first(), 500, "internal-error")
         t.expect_problem(dup, 500, "internal-error")
         t.expect_eq(dup.header("Preference-Applied"), "wait=5",
                     "Preference-Applied")
         t.expect_eq(dup.header("Idempotent-Replayed"), None,
                     "Idempotent-Replayed on the duplicate")
         t.note("the duplicate answered after %.2fs" % took)
-        t.expect_eq(t.key_rows(t.a, k), [], "records of the key")
-        t.expect_eq(_payments(t, desc), 0, "payments for the key")
-    finally:
-        t.db.run(drop)
+        t.expect_eq(t.key_rows(t.a, f.key), [], "records of the key")
+        t.expect_eq(_payments(t, f.desc), 0, "payments for the key")
 
 
 @check("Prefer: wait=1 while the first takes 3 s -> 409 "
        "idempotency-key-in-flight after about 1 s, no Preference-Applied; "
        "then the first's answer replays")
 def _(t):
-    _two_app_processes(t)
-    desc = "waitlong-" + t.run_id
-    drop = _slow(t, "waitlong", desc, "perform pg_sleep(3)")
-    try:
-        k = t.new_key("waitlong")
-        body = t.payment_body(description=desc)
-        th, out = _first(t, body, k)
-        if not t.db.await_sleeping():
-            th.join(30)
-            t.fail("the first request never reached the slow trigger")
-        dup, took = _timed_post(t, body, k, prefer="wait=1")
-        th.join(30)
+    with _InFlight(t, "waitlong", "perform pg_sleep(3)") as f:
+        dup, took = _timed_post(t, f.body, f.key, prefer="wait=1")
         t.expect_problem(dup, 409, "idempotency-key-in-flight")
         t.expect_eq((dup.header("Retry-After") or "").strip(), "1",
                     "Retry-After")
@@ -156,37 +156,22 @@ def _(t):
         # interval early) and not much past 1 s (a loaded machine: 2.5).
         t.expect(0.8 <= took < 2.5, "the 409 came after %.2fs (want about "
                  "1s)" % took)
-        t.expect("r" in out, "first request failed: %r" % out.get("e"))
-        t.expect_status(out["r"], 201)
-        t.expect_replay_of(t.post(PAY, body, key=k), out["r"])
-        t.expect_eq(_payments(t, desc), 1, "payments for the key")
-    finally:
-        t.db.run(drop)
+        first = f.first()
+        t.expect_status(first, 201)
+        t.expect_replay_of(t.post(PAY, f.body, key=f.key), first)
+        t.expect_eq(_payments(t, f.desc), 1, "payments for the key")
 
 
 @check("no wait preference (or an unusable one) -> 409 at once, as without "
        "Prefer")
 def _(t):
-    _two_app_processes(t)
-    desc = "nowait-" + t.run_id
-    drop = _slow(t, "nowait", desc, "perform pg_sleep(2)")
-    try:
-        k = t.new_key("nowait")
-        body = t.payment_body(description=desc)
-        th, out = _first(t, body, k)
-        if not t.db.await_sleeping():
-            th.join(30)
-            t.fail("the first request never reached the slow trigger")
+    with _InFlight(t, "nowait", "perform pg_sleep(2)") as f:
         for prefer in (None, "return=minimal", "wait=0", "wait=soon"):
-            r, took = _timed_post(t, body, k, prefer=prefer)
+            r, took = _timed_post(t, f.body, f.key, prefer=prefer)
             t.expect_problem(r, 409, "idempotency-key-in-flight")
             t.expect_eq(r.header("Preference-Applied"), None,
                         "Preference-Applied (Prefer: %s)" % prefer)
             # At once: well under the first's 2 s sleep.
             t.expect(took < 1.0, "Prefer: %s: the 409 came after %.2fs"
                      % (prefer, took))
-        th.join(30)
-        t.expect("r" in out, "first request failed: %r" % out.get("e"))
-        t.expect_status(out["r"], 201)
-    finally:
-        t.db.run(drop)
+        t.expect_status(f.first(), 201)
