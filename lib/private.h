@@ -148,6 +148,7 @@ struct idem_app {
 	struct idem_metrics	*metrics;
 	struct idem_authc	*authc;		/* NULL: no cache */
 	struct idem_janitor	*janitor;	/* its thread, while serving */
+	struct idem_heartbeat	*heartbeat;	/* its thread, while serving */
 	struct idem_problem_type problems[IDEM_APP_PROBLEMS_MAX];
 	size_t			 nproblems;	/* idem_app_problem() */
 	atomic_int		 stopping;
@@ -174,7 +175,8 @@ void	idem_metrics_rejected(idem_app *app, enum idem_fcgi_rc why);
 /* [metrics] listen: serve /metrics there from a thread (0, or -1). */
 int	idem_metrics_listen(idem_app *app);
 void	idem_metrics_listen_stop(idem_app *app);
-enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED, IDEM_M_COMPLETED };
+enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED, IDEM_M_COMPLETED,
+    IDEM_M_LEASE_RENEWALS, IDEM_M_LEASE_RENEWAL_FAILURES };
 int	idem_metrics_handler(idem_req *req, void *arg);
 
 /* Outcome of a request, for logs and metrics. */
