@@ -36,6 +36,9 @@ struct idem_heartbeat {
 	unsigned	 nslots;
 	struct slot	*slots;
 	PGconn		*db;	/* its own: a session an operator can name */
+	/* Read by metrics.c (which this file does not call). */
+	atomic_ullong	 renewed;
+	atomic_ullong	 lost;
 };
 
 static const char sql_renew[] =
@@ -105,7 +108,7 @@ beat(struct idem_heartbeat *hb)
 		hb->db = NULL;
 	}
 	if (hb->db == NULL && (hb->db = connect_db(hb)) == NULL) {
-		idem_metrics_add(hb->app, IDEM_M_LEASE_RENEWAL_FAILURES, n);
+		atomic_fetch_add(&hb->lost, (unsigned long long)n);
 		goto out;
 	}
 	vals[0] = ids.p;
@@ -115,16 +118,16 @@ beat(struct idem_heartbeat *hb)
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		idem_log(IDEM_LOG_WARN, "heartbeat: renewing %ld leases: %s",
 		    n, PQresultErrorMessage(r));
-		idem_metrics_add(hb->app, IDEM_M_LEASE_RENEWAL_FAILURES, n);
+		atomic_fetch_add(&hb->lost, (unsigned long long)n);
 		/* Once more at the next beat, on a new session if need be. */
 		PQclear(r);
 		goto out;
 	}
 	renewed = PQntuples(r);
 	PQclear(r);
-	idem_metrics_add(hb->app, IDEM_M_LEASE_RENEWALS, renewed);
+	atomic_fetch_add(&hb->renewed, (unsigned long long)renewed);
 	/* Not ours any more: taken over, or finished meanwhile. */
-	idem_metrics_add(hb->app, IDEM_M_LEASE_RENEWAL_FAILURES, n - renewed);
+	atomic_fetch_add(&hb->lost, (unsigned long long)(n - renewed));
 out:
 	idem_buf_free(&ids);
 	idem_buf_free(&toks);
@@ -237,6 +240,14 @@ idem_heartbeat_until(struct idem_heartbeat *hb, int h, long long until_us)
 	pthread_mutex_lock(&hb->mu);
 	hb->slots[h - 1].until_us = until_us;
 	pthread_mutex_unlock(&hb->mu);
+}
+
+void
+idem_heartbeat_counts(struct idem_heartbeat *hb, unsigned long long *renewed,
+    unsigned long long *lost)
+{
+	*renewed = hb ? atomic_load(&hb->renewed) : 0;
+	*lost = hb ? atomic_load(&hb->lost) : 0;
 }
 
 void

@@ -31,6 +31,10 @@ int	idem_heartbeat_add(struct idem_heartbeat *hb, int64_t id,
 /* Move a handle's end (a new phase has its own deadline). */
 void	idem_heartbeat_until(struct idem_heartbeat *hb, int h,
 	    long long until_us);
+/* Leases renewed, and not renewed (a database error, or no longer
+ * held), since the start (hb NULL: 0, 0).  For metrics.c. */
+void	idem_heartbeat_counts(struct idem_heartbeat *hb,
+	    unsigned long long *renewed, unsigned long long *lost);
 /* Stop renewing it (h 0: nothing). */
 void	idem_heartbeat_remove(struct idem_heartbeat *hb, int h);
 

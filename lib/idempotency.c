@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "private.h"
 #include "heartbeat.h"
@@ -367,7 +368,9 @@ store_and_commit(idem_req *req)
 	rec.fmts = fmts;
 	rc = commit_with(req, &rec, &req->txn.key_expires);
 	idem_buf_free(&hj);
-	if (rc == IDEM_RC_TRANSIENT && req->txn.phased)
+	/* A broken connection is the database's failure, not a lost key. */
+	if (rc == IDEM_RC_TRANSIENT && req->txn.phased &&
+	    !idem_db_broken(req->db))
 		req->txn.retry_later = lost_key;
 	return rc;
 }
@@ -410,7 +413,7 @@ renew(idem_req *req)
 	q.vals = vals;
 	rc = idem_pipeline(req->db, req->stmts, &q, 1, &req->round_trips);
 	idem_pipeline_clear(&q, 1);
-	if (rc == IDEM_RC_TRANSIENT)
+	if (rc == IDEM_RC_TRANSIENT && !idem_db_broken(req->db))
 		req->txn.retry_later = lost_key;
 	return rc == 0 ? 0 : -1;
 }
@@ -460,20 +463,31 @@ phase_failed(idem_req *req, int rc)
 
 /*
  * A test-only crash switch, compiled in only with --enable-fault-injection:
- * IDEM_FAULT=before:POINT or after:POINT kills the process there.
+ * IDEM_FAULT=before:POINT or after:POINT kills the process there;
+ * IDEM_FAULT=stall-before:POINT or stall-after:POINT makes the request
+ * sleep there for STALL_S seconds (a database restart at that boundary).
  */
+#define STALL_S	6
 static void
 fault(const char *when, const char *point)
 {
 #ifdef IDEM_FAULT_INJECTION
 	const char	*f = getenv("IDEM_FAULT");
 	size_t		 n = strlen(when);
+	int		 stall = 0;
 
+	if (f != NULL && strncmp(f, "stall-", 6) == 0) {
+		f += 6;
+		stall = 1;
+	}
 	if (f != NULL && strncmp(f, when, n) == 0 && f[n] == ':' &&
 	    strcmp(f + n + 1, point) == 0) {
-		idem_log(IDEM_LOG_WARN, "fault: killing the process %s %s",
-		    when, point);
-		raise(SIGKILL);
+		idem_log(IDEM_LOG_WARN, "fault: %s %s %s", stall ?
+		    "stalling the request" : "killing the process", when,
+		    point);
+		if (!stall)
+			raise(SIGKILL);
+		sleep(STALL_S);
 	}
 #else
 	(void)when;
@@ -601,7 +615,7 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	update.vals = vals;
 	rc = commit_with(req, &update, NULL);
 	if (rc != 0) {
-		if (rc == IDEM_RC_TRANSIENT)
+		if (rc == IDEM_RC_TRANSIENT && !idem_db_broken(req->db))
 			req->txn.retry_later = lost_key;
 		return -1;
 	}

@@ -175,8 +175,7 @@ void	idem_metrics_rejected(idem_app *app, enum idem_fcgi_rc why);
 /* [metrics] listen: serve /metrics there from a thread (0, or -1). */
 int	idem_metrics_listen(idem_app *app);
 void	idem_metrics_listen_stop(idem_app *app);
-enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED, IDEM_M_COMPLETED,
-    IDEM_M_LEASE_RENEWALS, IDEM_M_LEASE_RENEWAL_FAILURES };
+enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED, IDEM_M_COMPLETED };
 int	idem_metrics_handler(idem_req *req, void *arg);
 
 /* Outcome of a request, for logs and metrics. */
