@@ -42,7 +42,7 @@ struct idem_heartbeat {
 };
 
 static const char sql_renew[] =
-	"SELECT id FROM idem_renew($1::bigint[], $2::uuid[], $3::bigint[])";
+	"SELECT * FROM idem_renew($1::bigint[], $2::uuid[], $3::bigint[])";
 
 long long
 idem_heartbeat_interval(long long lease_ms)
