@@ -477,3 +477,61 @@ for _fault in ("before:payment_created", "after:charged"):
            needs=("faults",))
     def _(t, fault=_fault):
         eviction_during_takeover(t, fault)
+
+
+def completer_holds_retry_waits(t, fault):
+    """The completer owns the record (held inside its acquirer call): a
+    client retry meanwhile is 409; released, the completer completes and
+    the retry replays its answer."""
+    from exactly_once import (abandoned, complete, one_charge,
+                              succeeded_once, wait_lease_lapsed)
+    env = t.env
+    st0 = env.sim.stats()
+    key, body, rec = abandoned(t, fault, "lhold-" + SHORT[fault])
+    wait_lease_lapsed(t, rec)
+    held = env.sim.stats()["held"]
+    env.sim.control("hold", count=1)
+    res = {}
+
+    def run():
+        try:
+            res["c"] = complete(t)
+        except Exception as e:          # reported below
+            res["e"] = e
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    wait_until(lambda: env.sim.stats()["held"] > held or not th.is_alive(),
+               30, "the completer inside its (held) acquirer call")
+    t.expect(th.is_alive(), "the completer ended before its call was "
+             "held: %r" % res)
+    now = env.record(key)
+    t.expect(now["leased"] and now["locked_at"] != rec["locked_at"],
+             "the completer took the lease over: %r" % now)
+    r = t.post(PAY, body, key=key)
+    t.expect_problem(r, 409, "idempotency-key-in-flight")
+    t.expect_eq(r.header("Retry-After"), "1", "Retry-After of the 409")
+    env.sim.release()
+    th.join(60)
+    t.expect("c" in res, "the completer run failed: %r" % res.get("e"))
+    t.expect(res["c"][0] >= 1, "the completer completed %d keys"
+             % res["c"][0])
+    fin = expect_completed(t, key, 201)
+    t.expect_eq(fin["id"], rec["id"], "the completed record (the same)")
+    row = succeeded_once(t, body["description"])
+    one_charge(t, row["id"], st0)
+    again = t.post(PAY, body, key=key)
+    t.expect_status(again, 201)
+    t.expect_eq(again.header("Idempotent-Replayed"), "true", "the retry "
+                "after the completer")
+    t.expect_eq(again.json_or_fail().get("id"), row["id"], "the replayed "
+                "payment")
+    t.expect_replay_of(t.post(PAY, body, key=key), again)
+
+
+for _fault in ("after:payment_created", "before:charged"):
+    @check("leases: the completer resuming an owner killed %s holds the "
+           "lease inside its acquirer call: a client retry meanwhile -> "
+           "409; then completed, the retry replays; one charge, one "
+           "payment" % _fault, needs=("faults",))
+    def _(t, fault=_fault):
+        completer_holds_retry_waits(t, fault)
