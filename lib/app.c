@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "private.h"
+#include "heartbeat.h"
 
 idem_app *
 idem_app_new(const char *name)
@@ -204,7 +205,13 @@ complete_command(idem_app *app)
 	long	completed, left;
 	int	rc;
 
+	/* The records it resumes keep their leases as a server's would. */
+	app->heartbeat = idem_heartbeat_start(app,
+	    idem_heartbeat_interval(idem_cfg_lease_min(&app->cfg)),
+	    IDEM_HEARTBEAT_SPARE);
 	rc = idem_complete_abandoned(app, app->command_max, &completed, &left);
+	idem_heartbeat_stop(app->heartbeat);
+	app->heartbeat = NULL;
 	if (rc == -1) {
 		fprintf(stderr, "%s: complete: the database is not available\n",
 		    app->name);

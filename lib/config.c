@@ -34,7 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "private.h"	/* idem_log: a deprecated key is warned of */
 
 #define CFG_LINE_MAX	4096
 #define CFG_FILE_MAX	((size_t)1 << 20)
@@ -106,6 +106,8 @@ static const struct cfg_key cfg_keys[] = {
 	{ S_IDEM, "max_wait", T_DUR, OFF(max_wait_ms), 0, 30000, NULL },
 	{ S_IDEM, "max_waiters", T_UINT, OFF(max_waiters), 0, 256, NULL },
 	{ S_IDEM, "lock_timeout", T_DUR, OFF(lock_timeout_ms), 0, 0, NULL },
+	/* The lease; lock_timeout above is its deprecated alias. */
+	{ S_IDEM, "lease", T_DUR, OFF(lock_timeout_ms), 0, 0, NULL },
 	{ S_IDEM, "evict_interval", T_DUR, OFF(evict_interval_ms), 0, 0,
 	    NULL },
 	{ S_IDEM, "evict_batch", T_LONG, OFF(evict_batch), 1, 1000000, NULL },
@@ -225,7 +227,7 @@ idem_cfg_init(struct idem_cfg *cfg)
 	cfg->ttl_ms = 24 * MS_HOUR;
 	cfg->max_wait_ms = 10 * MS_SECOND;
 	cfg->max_waiters = 4;
-	cfg->lock_timeout_ms = 5 * MS_MINUTE;
+	cfg->lock_timeout_ms = 10 * MS_SECOND;	/* the lease */
 	cfg->evict_interval_ms = 5 * MS_MINUTE;
 	cfg->evict_batch = 10000;
 	cfg->metrics_allow = strdup("127.0.0.1");
@@ -736,10 +738,21 @@ parse_route_key(struct parse *ps, const char *key, const char *val)
 	for (i = 0; i < 4; i++)
 		if (strcmp(key, route_keys[i]) == 0)
 			break;
+	/* lease, or lock_timeout, its deprecated alias: one slot. */
+	if (strcmp(key, "lease") == 0)
+		i = 1;
 	if (i == 4)
 		return perr(ps, ps->line, "unknown key %.64s in route section "
-		    "(ttl, lock_timeout, deadline, phase_deadline or "
+		    "(ttl, lease, deadline, phase_deadline or "
 		    "fingerprint_exclude)", key);
+	if (i == 1 && r->key_line[1] != 0)
+		return perr(ps, ps->line, "lease set twice (first on line %lu; "
+		    "lock_timeout is a deprecated alias of lease)",
+		    r->key_line[1]);
+	if (i == 1 && strcmp(key, "lock_timeout") == 0)
+		idem_log(IDEM_LOG_WARN, "%s:%lu: lock_timeout is deprecated: "
+		    "it is the lease, write lease", ps->name != NULL ?
+		    ps->name : "config", ps->line);
 	if (r->key_line[i] != 0)
 		return perr(ps, ps->line, "duplicate key %s (first on line "
 		    "%lu)", route_keys[i], r->key_line[i]);
@@ -773,13 +786,12 @@ check_route_limits(struct parse *ps, const struct idem_cfg_route *r,
 	if (r != NULL)
 		snprintf(where, sizeof(where), " of [route \"%s %.256s\"]",
 		    r->method, r->path);
-	if (l.lock_timeout_ms <= l.deadline_ms) {
-		line = rk[1] ? rk[1] : rk[2] ? rk[2] : lock_line ? lock_line :
-		    req_line ? req_line : rl;
-		return perr(ps, line, "lock_timeout (%lldms)%s must be greater "
-		    "than its deadline (%lldms): the lease of a request still "
-		    "running could lapse", l.lock_timeout_ms, where,
-		    l.deadline_ms);
+	/* The heartbeat renews a lease every third of it: a shorter one
+	 * would lapse on a single late round trip. */
+	if (l.lock_timeout_ms < IDEM_LEASE_MIN_MS) {
+		line = rk[1] ? rk[1] : lock_line ? lock_line : rl;
+		return perr(ps, line, "lease (%lldms)%s must be at least %dms",
+		    l.lock_timeout_ms, where, IDEM_LEASE_MIN_MS);
 	}
 	if (l.phase_deadline_ms > l.deadline_ms) {
 		line = rk[3] ? rk[3] : rl;
@@ -788,9 +800,10 @@ check_route_limits(struct parse *ps, const struct idem_cfg_route *r,
 		    where, l.deadline_ms);
 	}
 	if (l.ttl_ms < l.deadline_ms + l.lock_timeout_ms) {
-		line = rk[0] ? rk[0] : ttl_line ? ttl_line : r ? rl : lock_line;
+		line = rk[0] ? rk[0] : ttl_line ? ttl_line : rk[2] ? rk[2] :
+		    rk[1] ? rk[1] : r ? rl : lock_line ? lock_line : req_line;
 		return perr(ps, line, "ttl (%lldms)%s must be at least its "
-		    "deadline + lock_timeout (%lldms): the key could expire "
+		    "deadline + lease (%lldms): the key could expire "
 		    "while its request may still run", l.ttl_ms, where,
 		    l.deadline_ms + l.lock_timeout_ms);
 	}
@@ -1007,17 +1020,22 @@ idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
 		    "read_timeout must be more than 0");
 		goto out;
 	}
-	/* A lock must outlive the request holding it, or two could run. */
-	lock_line = key_line(&ps, "lock_timeout");
+	/*
+	 * The lease no longer bounds the request (the heartbeat renews it
+	 * while its owner lives); lock_timeout is its deprecated name.
+	 */
+	lock_line = key_line(&ps, "lease");
 	req_line = key_line(&ps, "request_timeout");
-	if ((lock_line != 0 || req_line != 0) &&
-	    cfg->lock_timeout_ms <= cfg->request_timeout_ms) {
-		perr(&ps, lock_line != 0 ? lock_line : req_line,
-		    "lock_timeout (%lldms) must be greater than "
-		    "request_timeout (%lldms)", cfg->lock_timeout_ms,
-		    cfg->request_timeout_ms);
+	if (lock_line != 0 && key_line(&ps, "lock_timeout") != 0) {
+		perr(&ps, lock_line > key_line(&ps, "lock_timeout") ? lock_line :
+		    key_line(&ps, "lock_timeout"), "lease and lock_timeout "
+		    "both set (lock_timeout is a deprecated alias of lease)");
 		goto out;
 	}
+	if (lock_line == 0 && (lock_line = key_line(&ps, "lock_timeout")) != 0)
+		idem_log(IDEM_LOG_WARN, "%s:%lu: lock_timeout is deprecated: "
+		    "it is the lease, write lease", name != NULL ? name :
+		    "config", lock_line);
 	if (check_route_limits(&ps, NULL, lock_line, req_line,
 	    key_line(&ps, "ttl")) == -1)
 		goto out;
@@ -1120,6 +1138,18 @@ idem_cfg_route_exclude(const struct idem_cfg *cfg, const char *method,
 		}
 	*n = 0;
 	return NULL;
+}
+
+long long
+idem_cfg_lease_min(const struct idem_cfg *cfg)
+{
+	const struct idem_cfg_route	*r;
+	long long			 m = cfg->lock_timeout_ms;
+
+	for (r = cfg->routes; r != NULL; r = r->next)
+		if (r->lock_timeout_ms > 0 && r->lock_timeout_ms < m)
+			m = r->lock_timeout_ms;
+	return m;
 }
 
 long long

@@ -14,18 +14,23 @@
  *
  * Phased mode (IDEM_ROUTE_PHASED) commits the new record at once, in
  * progress, in flight 1, under a lease: a token naming this request and a
- * time it lapses (the route's lock_timeout from the last renewal).  Each
- * phase commits on its own, moves the recovery point and renews the lease;
- * so does idem_req_phase_pause() before an external call.  Every write of
+ * time it lapses (the route's lease from the last renewal).  Each phase
+ * commits on its own, moves the recovery point and renews the lease; so
+ * does idem_req_phase_pause() before an external call; and in between the
+ * process's heartbeat (heartbeat.c) renews it until the request's deadline,
+ * so the lease is short (a crashed owner's key is resumed a lease after)
+ * whatever the route's deadline.  Every write of
  * the owner is fenced by its token in the same statement (sql/005): one
  * that finds the record no longer its own raises, and the owner's whole
  * transaction, effects included, rolls back (503, retry).  A duplicate is
  * 409 while the lease is live, whatever the record's expiry; once it has
  * lapsed the same request takes it over and resumes at the stored
  * recovery point.  The handler and each phase run under wall-clock
- * deadlines shorter than the lease (checked when the config is read), so
- * a live owner's lease cannot lapse: a request past its deadline is
- * abandoned and rolled back at its next phase boundary.
+ * deadlines; past them the heartbeat stops renewing, the lease lapses, and
+ * the request is abandoned and rolled back at its next phase boundary (or
+ * fenced out, if it was taken over meanwhile).  A phase that fails releases
+ * the lease at once, on a fresh connection if its own broke, so that the
+ * retry after a database restart resumes without waiting for the lease.
  */
 #include <arpa/inet.h>
 #include <signal.h>
@@ -34,8 +39,10 @@
 #include <string.h>
 #include <time.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "private.h"
+#include "heartbeat.h"
 
 /*
  * Flight 1's statement: idem_claim() (sql/005_idem_fencing.sql) resolves
@@ -84,6 +91,26 @@ static const char lost_key[] = "this request no longer holds its "
     "Idempotency-Key";
 
 static int	deadline_passed(idem_req *);
+
+/* Until when the heartbeat keeps our lease: the handler's deadline or the
+ * phase's, whichever is first (idem_now_us()'s clock). */
+static long long
+lease_until_us(const idem_req *req)
+{
+	long long	a, b;
+
+	a = req->txn.started_us + req->txn.limits.deadline_ms * 1000;
+	b = req->txn.phase_started_us +
+	    req->txn.limits.phase_deadline_ms * 1000;
+	return a < b ? a : b;
+}
+
+static void
+heartbeat_stop(idem_req *req)
+{
+	idem_heartbeat_remove(req->app->heartbeat, req->txn.hb);
+	req->txn.hb = 0;
+}
 
 static int64_t
 get_i64(const PGresult *r, int col)
@@ -306,6 +333,9 @@ store_and_commit(idem_req *req)
 
 	if (req->txn.phased && deadline_passed(req))
 		return -1;
+	/* The last phase ends the lease: nothing is left to renew. */
+	if (req->txn.phased)
+		heartbeat_stop(req);
 	if (headers_json(req, &hj) == -1)
 		return -1;
 	snprintf(st, sizeof(st), "%d", req->status);
@@ -344,7 +374,9 @@ store_and_commit(idem_req *req)
 	rec.fmts = fmts;
 	rc = commit_with(req, &rec, &req->txn.key_expires);
 	idem_buf_free(&hj);
-	if (rc == IDEM_RC_TRANSIENT && req->txn.phased)
+	/* A broken connection is the database's failure, not a lost key. */
+	if (rc == IDEM_RC_TRANSIENT && req->txn.phased &&
+	    !idem_db_broken(req->db))
 		req->txn.retry_later = lost_key;
 	return rc;
 }
@@ -387,7 +419,7 @@ renew(idem_req *req)
 	q.vals = vals;
 	rc = idem_pipeline(req->db, req->stmts, &q, 1, &req->round_trips);
 	idem_pipeline_clear(&q, 1);
-	if (rc == IDEM_RC_TRANSIENT)
+	if (rc == IDEM_RC_TRANSIENT && !idem_db_broken(req->db))
 		req->txn.retry_later = lost_key;
 	return rc == 0 ? 0 : -1;
 }
@@ -402,35 +434,66 @@ phase_failed(idem_req *req, int rc)
 {
 	char		 id[24];
 	const char	*vals[2] = { id, req->txn.lease_token };
+	PGresult	*r;
 
 	/* Open, or aborted by a failed flight (a fenced write that raised). */
 	if (req->txn.txn_open || PQtransactionStatus(req->db) != PQTRANS_IDLE)
 		PQclear(PQexec(req->db, "ROLLBACK"));
 	req->txn.txn_open = 0;
 	idem_defer_free(req);
-	/* Only while the lease is ours (idem_release() is fenced). */
-	snprintf(id, sizeof(id), "%lld", (long long)req->txn.record_id);
-	PQclear(PQexecParams(req->db, "SELECT idem_release($1::bigint, "
-	    "$2::uuid)", 2, NULL, vals, NULL, NULL, 0));
+	heartbeat_stop(req);
+	/* The answer first (it looks at the connection that failed). */
 	failed(req, rc);
+	/*
+	 * Then the lease, only while it is ours (idem_release() is fenced);
+	 * on a fresh connection when this one broke (a restart, a
+	 * failover), so that the retry resumes at once instead of a lease
+	 * later.
+	 */
+	snprintf(id, sizeof(id), "%lld", (long long)req->txn.record_id);
+	if (idem_db_broken(req->db)) {
+		idem_req_conn_release(req);
+		if (idem_req_conn(req) == NULL) {
+			idem_log(IDEM_LOG_WARN, "key record %s: no connection "
+			    "to release its lease; it lapses", id);
+			return;
+		}
+	}
+	r = PQexecParams(req->db, "SELECT idem_release($1::bigint, "
+	    "$2::uuid)", 2, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		idem_log(IDEM_LOG_WARN, "key record %s: its lease could not be "
+		    "released (it lapses): %s", id, PQresultErrorMessage(r));
+	PQclear(r);
 }
 
 /*
  * A test-only crash switch, compiled in only with --enable-fault-injection:
- * IDEM_FAULT=before:POINT or after:POINT kills the process there.
+ * IDEM_FAULT=before:POINT or after:POINT kills the process there;
+ * IDEM_FAULT=stall-before:POINT or stall-after:POINT makes the request
+ * sleep there for STALL_S seconds (a database restart at that boundary).
  */
+#define STALL_S	6
 static void
 fault(const char *when, const char *point)
 {
 #ifdef IDEM_FAULT_INJECTION
 	const char	*f = getenv("IDEM_FAULT");
 	size_t		 n = strlen(when);
+	int		 stall = 0;
 
+	if (f != NULL && strncmp(f, "stall-", 6) == 0) {
+		f += 6;
+		stall = 1;
+	}
 	if (f != NULL && strncmp(f, when, n) == 0 && f[n] == ':' &&
 	    strcmp(f + n + 1, point) == 0) {
-		idem_log(IDEM_LOG_WARN, "fault: killing the process %s %s",
-		    when, point);
-		raise(SIGKILL);
+		idem_log(IDEM_LOG_WARN, "fault: %s %s %s", stall ?
+		    "stalling the request" : "killing the process", when,
+		    point);
+		if (!stall)
+			raise(SIGKILL);
+		sleep(STALL_S);
 	}
 #else
 	(void)when;
@@ -558,12 +621,14 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	update.vals = vals;
 	rc = commit_with(req, &update, NULL);
 	if (rc != 0) {
-		if (rc == IDEM_RC_TRANSIENT)
+		if (rc == IDEM_RC_TRANSIENT && !idem_db_broken(req->db))
 			req->txn.retry_later = lost_key;
 		return -1;
 	}
 	strcpy(req->txn.recovery_point, next);
 	req->txn.phase_started_us = idem_now_us();
+	idem_heartbeat_until(req->app->heartbeat, req->txn.hb,
+	    lease_until_us(req));
 	fault("after", next);
 	return 0;
 }
@@ -759,6 +824,10 @@ execute(idem_req *req)
 	int	rc;
 
 	req->txn.started_us = req->txn.phase_started_us = idem_now_us();
+	if (req->txn.phased)
+		req->txn.hb = idem_heartbeat_add(req->app->heartbeat,
+		    req->txn.record_id, req->txn.lease_token,
+		    req->txn.limits.lock_timeout_ms, lease_until_us(req));
 	rc = req->route->fn(req, req->route->arg);
 	if (req->txn.phased && (rc == -1 || req->status == 0 ||
 	    req->status >= 500)) {
@@ -778,6 +847,7 @@ execute(idem_req *req)
 			failed(req, rc);
 		return;
 	}
+	heartbeat_stop(req);
 	req->outcome = IDEM_OUT_CREATED;
 	expires_header(req);
 }

@@ -26,6 +26,7 @@ struct idem_txn {
 	long long		 key_expires;	/* its expires_at, Unix s; 0 */
 	char			 recovery_point[64];
 	char			 lease_token[40];	/* phased: our lease */
+	int			 hb;	/* its heartbeat handle; 0: none */
 	struct idem_route_limits limits;	/* the route's */
 	long long		 started_us;	/* the handler's start */
 	long long		 phase_started_us;	/* the phase's */

@@ -275,11 +275,12 @@ struct idem_cfg_route {
 
 /*
  * What a route runs under, its section's values over the defaults: the
- * record's TTL, the lease (lock_timeout), and the wall-clock deadlines of
- * the handler (default: request_timeout) and of each phase (default: the
- * handler's).  idem_cfg_parse() refuses a config where a lease could lapse
- * under a live request (lock_timeout <= deadline) or a record expire before
- * its request could have ended (ttl < deadline + lock_timeout).
+ * record's TTL, the lease (lease, formerly lock_timeout: lock_timeout_ms),
+ * and the wall-clock deadlines of the handler (default: request_timeout)
+ * and of each phase (default: the handler's).  idem_cfg_parse() refuses a
+ * lease under IDEM_LEASE_MIN_MS, a phase deadline over the handler's, or a
+ * record that could expire before its request could have ended (ttl <
+ * deadline + lease).  The heartbeat keeps a live request's lease.
  */
 struct idem_route_limits {
 	long long	ttl_ms;
@@ -314,7 +315,7 @@ struct idem_cfg {
 	char			*prepared_statements;	/* "auto" */
 	/* [idempotency] */
 	long long		 ttl_ms;		/* 24 h */
-	long long		 lock_timeout_ms;	/* 5 m */
+	long long		 lock_timeout_ms;	/* the lease: 10 s */
 	long long		 max_wait_ms;		/* 10 s: Prefer: wait */
 	unsigned		 max_waiters;		/* 4 */
 	long long		 evict_interval_ms;	/* 5 m */
@@ -346,6 +347,8 @@ int	idem_cfg_load(struct idem_cfg *cfg, const char *path,
 	    char *err, size_t errlen);
 /* [database] prepared_statements as an enum. */
 enum idem_prepared idem_cfg_prepared(const struct idem_cfg *cfg);
+/* The shortest lease of any route (the heartbeat's interval is a third). */
+long long idem_cfg_lease_min(const struct idem_cfg *cfg);
 /* TTL for a route (the override, else ttl_ms). */
 long long idem_cfg_route_ttl(const struct idem_cfg *cfg, const char *method,
 	    const char *pattern);
@@ -384,6 +387,8 @@ void	idem_cfg_free(struct idem_cfg *cfg);
  * IDEM_TTL_CEIL_MS (rows grow for no protection) it starts with a warning.
  */
 #define IDEM_TTL_MIN_MS		(3600LL * 1000)
+/* The shortest lease: the heartbeat renews it every third of it. */
+#define IDEM_LEASE_MIN_MS	3000
 #define IDEM_TTL_FLOOR_MS	(24 * IDEM_TTL_MIN_MS)
 #define IDEM_TTL_CEIL_MS	(7 * IDEM_TTL_FLOOR_MS)
 

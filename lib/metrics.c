@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "private.h"
+#include "heartbeat.h"
 
 /* Requests: sub-millisecond to seconds. */
 static const double req_bounds[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01,
@@ -213,6 +214,7 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 {
 	struct idem_metrics	*m = app->metrics;
 	const struct idem_route	*rt;
+	unsigned long long	 renewed, lost;
 	unsigned		 idle, busy;
 	PGresult		*r = NULL;
 	size_t			 i, o;
@@ -266,6 +268,16 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	    "keys driven to completion by this process's completer.\n"
 	    "# TYPE idem_keys_completed_total counter\n"
 	    "idem_keys_completed_total %llu\n", atomic_load(&m->completed));
+	/* Kept by the heartbeat itself (a lower layer), read here. */
+	idem_heartbeat_counts(app->heartbeat, &renewed, &lost);
+	idem_buf_addf(b, "# HELP idem_lease_renewals_total Leases renewed "
+	    "by this process's heartbeat.\n"
+	    "# TYPE idem_lease_renewals_total counter\n"
+	    "idem_lease_renewals_total %llu\n", renewed);
+	idem_buf_addf(b, "# HELP idem_lease_renewal_failures_total Leases "
+	    "the heartbeat could not renew (database error, or no longer "
+	    "held).\n# TYPE idem_lease_renewal_failures_total counter\n"
+	    "idem_lease_renewal_failures_total %llu\n", lost);
 	idem_buf_addf(b, "# HELP idem_janitor_last_success_timestamp_seconds "
 	    "When this process's janitor last finished a run without a "
 	    "database error (0: never).\n"

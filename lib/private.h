@@ -148,6 +148,7 @@ struct idem_app {
 	struct idem_metrics	*metrics;
 	struct idem_authc	*authc;		/* NULL: no cache */
 	struct idem_janitor	*janitor;	/* its thread, while serving */
+	struct idem_heartbeat	*heartbeat;	/* its thread, while serving */
 	struct idem_problem_type problems[IDEM_APP_PROBLEMS_MAX];
 	size_t			 nproblems;	/* idem_app_problem() */
 	atomic_int		 stopping;

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "private.h"
+#include "heartbeat.h"
 
 #define DRAIN_MS	4500	/* exit within 5 s of SIGTERM, even if busy */
 
@@ -202,7 +203,12 @@ idem_runtime_run(idem_app *app, const char *addr)
 		rt.running++;
 	}
 	n = i;
-	if (n == 0 || idem_janitor_start(app) == -1) {
+	/* Leases live as long as this process does (heartbeat.c). */
+	app->heartbeat = idem_heartbeat_start(app,
+	    idem_heartbeat_interval(idem_cfg_lease_min(&app->cfg)),
+	    n + IDEM_HEARTBEAT_SPARE);
+	if (n == 0 || app->heartbeat == NULL ||
+	    idem_janitor_start(app) == -1) {
 		idem_log(IDEM_LOG_ERROR, "runtime: cannot start threads");
 		return 1;
 	}
@@ -257,6 +263,8 @@ idem_runtime_run(idem_app *app, const char *addr)
 	for (i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
 	free(th);
+	idem_heartbeat_stop(app->heartbeat);
+	app->heartbeat = NULL;
 	/* Idle kept-alive or half-read connections carry no request. */
 	idem_conns_free(rt.conns);
 	close(rt.stop_fd);

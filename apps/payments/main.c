@@ -18,6 +18,8 @@ main(int argc, char *argv[])
 		return 1;
 	idem_app_config_key(app, "payments", "acquirer_url");
 	idem_app_config_key(app, "payments", "bench_routes");
+	idem_app_config_key_type(app, "payments", "acquirer_timeout",
+	    IDEM_CONFIG_DURATION);
 	/* The sample's own problem type: the card was declined. */
 	if ((payments_p_declined = idem_app_problem(app, "payment-declined",
 	    402, "Payment declined", "The card was declined; the answer is "
@@ -29,6 +31,9 @@ main(int argc, char *argv[])
 		idem_app_free(app);
 		return rc;
 	}
+	/* The longest one acquirer call may take (default 5s). */
+	(void)idem_app_config_duration_ms(app, "payments", "acquirer_timeout",
+	    &payments_acquirer_timeout_ms);
 	/* With an acquirer the create has an external effect: phases. */
 	acquirer = idem_app_config(app, "payments", "acquirer_url");
 	if (acquirer != NULL)

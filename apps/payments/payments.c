@@ -358,7 +358,8 @@ healthz(idem_req *req, void *arg)
 
 /* --- phased create: an external acquirer ---------------------------------- */
 
-#define ACQUIRER_TIMEOUT_MS	5000
+/* [payments] acquirer_timeout (main.c); bounded by the time left too. */
+long long	payments_acquirer_timeout_ms = 5000;
 
 /* The payment that phase 1 of this key record inserted (cols), or NULL. */
 static PGresult *
@@ -414,7 +415,7 @@ phase_charge(idem_req *req, void *arg)
 	 * (idem_http_send() bounds it by the request's time left). */
 	ok = acquirer_charge(req, url, PQgetvalue(r, 0, 0),
 	    strtoll(PQgetvalue(r, 0, 1), NULL, 10), PQgetvalue(r, 0, 2),
-	    ACQUIRER_TIMEOUT_MS, &res) == 0;
+	    payments_acquirer_timeout_ms, &res) == 0;
 	a = idem_args_new();
 	idem_args_str(a, PQgetvalue(r, 0, 0));
 	PQclear(r);

@@ -8,6 +8,7 @@
 
 /* The "payment-declined" problem type (402), defined by main(). */
 extern int	payments_p_declined;
+extern long long	payments_acquirer_timeout_ms;	/* [payments] acquirer_timeout */
 
 /* The declared bodies of the create and refund routes. */
 extern const struct idem_body payment_body, refund_body;

@@ -31,6 +31,9 @@ The answer depends on the mode:
             gives up first, the charge exists anyway
   hold      as approve, but the answer is held until POST /release (or
             20 s): the test decides what happens while the app waits
+  slow      as approve, but the answer is sent only after a delay
+            (POST /control's "delay", seconds, default 30): a long
+            external call during which the app is alive
 
 Control and inspection (JSON in, JSON out):
 
@@ -61,7 +64,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODES = ("approve", "decline", "fail", "timeout", "hold")
+MODES = ("approve", "decline", "fail", "timeout", "hold", "slow")
 TIMEOUT_S = 8.0
 HOLD_MAX_S = 20.0
 
@@ -80,6 +83,7 @@ class State:
         self.by_key = {}
         self.seq = 0
         self.held = 0                   # calls waiting for /release
+        self.slow_s = 30.0              # the delay of mode slow
         self.release = threading.Event()
 
     def next_mode(self):
@@ -178,7 +182,13 @@ class Handler(BaseHTTPRequestHandler):
         if count is not None and (type(count) is not int or count < 1):
             return self.answer(400, {"error": "count must be an integer "
                                      ">= 1"})
+        delay = b.get("delay")
+        if delay is not None and (type(delay) not in (int, float) or
+                                  not 0 <= delay <= 120):
+            return self.answer(400, {"error": "delay must be 0..120 s"})
         with STATE.lock:
+            if delay is not None:
+                STATE.slow_s = float(delay)
             if count is None:
                 STATE.mode = b["mode"]
                 STATE.pending = []
@@ -245,6 +255,9 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "timeout":
             log("charge %s: holding the answer %.0f s" % (key, TIMEOUT_S))
             time.sleep(TIMEOUT_S)
+        if mode == "slow":
+            log("charge %s: answering in %.0f s" % (key, STATE.slow_s))
+            time.sleep(STATE.slow_s)
         if mode == "hold":
             with STATE.lock:
                 STATE.held += 1

@@ -63,7 +63,7 @@ def startup_checks(a, tmp, db):
     ok(rc == 1 and "startup.ini:4:" in err, "a [route] section of a "
        "route that is not idempotent is refused", (rc, err))
     rc, err = start("[server]\nrequest_timeout = 1s\n[idempotency]\n"
-                    "lock_timeout = 2s\nttl = 30m\n")
+                    "lease = 3s\nttl = 30m\n")
     ok(rc == 1 and "startup.ini:7: ttl (1800000ms) is below 1h" in err,
        "ttl = 30m is refused with file:line and the reason", (rc, err))
     rc, err = start('[idempotency]\nttl = 2h\n[route "POST /v1/payments"]\n'

@@ -241,7 +241,7 @@ acquire_timeout = %(acquire_timeout)s
 
 [idempotency]
 ttl = 24h
-lock_timeout = 5m
+lease = 5m
 
 [route "POST /v1/payments"]
 ttl = 7d

@@ -45,8 +45,9 @@ def _seconds(v):
 
 
 def _limits(path, method, pattern):
-    """(ttl, lock_timeout) in seconds for a route, as the config sets them:
-    [route "M /p"] over [idempotency] over the defaults (24h, 5m)."""
+    """(ttl, lease) in seconds for a route, as the config sets them:
+    [route "M /p"] over [idempotency] over the defaults (24h, 10s); lease
+    or its deprecated alias lock_timeout."""
     sect, vals = None, {}
     with open(path) as f:
         for line in f:
@@ -58,8 +59,11 @@ def _limits(path, method, pattern):
                 vals[(sect, k)] = v
     route = 'route "%s %s"' % (method.upper(), pattern)
     out = []
-    for key, dflt in (("ttl", "24h"), ("lock_timeout", "5m")):
-        v = vals.get((route, key), vals.get(("idempotency", key), dflt))
+    for keys, dflt in ((("ttl",), "24h"), (("lease", "lock_timeout"), "10s")):
+        v = dflt
+        for sect in ("idempotency", route):     # the route's wins
+            for key in keys:
+                v = vals.get((sect, key), v)
         out.append(_seconds(v))
     return tuple(out)
 

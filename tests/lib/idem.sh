@@ -23,7 +23,7 @@ acquire_timeout = 2s
 
 [idempotency]
 ttl = 24h
-lock_timeout = 5m
+lease = 5m
 
 [route "POST /v1/payments"]
 ttl = 7d

@@ -129,7 +129,7 @@ def _(t):
     t.expect(p.returncode != 0, "payments.fcgi started with ttl 2s "
              "(exit %d): %s" % (p.returncode, err))
     want = ("%s:%d: ttl (2000ms) of [route \"POST /v1/payments\"] must be "
-            "at least its deadline + lock_timeout" % (conf, line))
+            "at least its deadline + lease" % (conf, line))
     t.expect(want in err, "stderr %r lacks %r" % (err, want))
 
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "heartbeat.h"
 #include "tap.h"
 
 #define NAME	"t.ini"
@@ -121,7 +122,7 @@ test_defaults(void)
 	TAP_OK(cfg.pool_size == 0, "default pool_size 0");
 	TAP_OK(cfg.acquire_timeout_ms == 2000, "default acquire_timeout 2s");
 	TAP_OK(cfg.ttl_ms == 86400000LL, "default ttl 24h");
-	TAP_OK(cfg.lock_timeout_ms == 300000, "default lock_timeout 5m");
+	TAP_OK(cfg.lock_timeout_ms == 10000, "default lease 10s");
 	TAP_OK(cfg.evict_interval_ms == 300000, "default evict_interval 5m");
 	TAP_OK(cfg.evict_batch == 10000, "default evict_batch 10000");
 	TAP_STREQ(cfg.metrics_allow, "127.0.0.1", "default metrics allow");
@@ -129,7 +130,7 @@ test_defaults(void)
 
 	/* An empty file, or only comments, keeps every default. */
 	GOOD("");
-	TAP_OK(cfg.threads == 8 && cfg.lock_timeout_ms == 300000,
+	TAP_OK(cfg.threads == 8 && cfg.lock_timeout_ms == 10000,
 	    "empty text keeps defaults");
 	GOOD("# only\n; comments\n\n   \n\t\n");
 	TAP_STREQ(cfg.log_level, "info", "comments-only keeps log_level");
@@ -414,22 +415,34 @@ route_limits(void)
 	    "the route's deadline");
 
 	/* The first reproduction of the phased double charge: ttl 2s under
-	 * the default 5m lease. */
+	 * the default 30s deadline and 10s lease. */
 	BAD("[route \"POST /v1/payments\"]\nttl = 2s\n", 2,
 	    "ttl (2000ms) of [route \"POST /v1/payments\"] must be at least "
-	    "its deadline + lock_timeout (330000ms)");
-	BAD("[idempotency]\nttl = 5m\n", 2, "ttl (300000ms) must be at least");
-	BAD("[route \"POST /p\"]\nlock_timeout = 20s\n", 2,
-	    "lock_timeout (20000ms) of [route \"POST /p\"] must be greater "
-	    "than its deadline (30000ms)");
-	BAD("[route \"POST /p\"]\n\ndeadline = 6m\n", 3,
-	    "lock_timeout (300000ms) of [route \"POST /p\"] must be greater "
-	    "than its deadline (360000ms)");
+	    "its deadline + lease (40000ms)");
+	BAD("[server]\nrequest_timeout = 10m\n[idempotency]\nttl = 5m\n", 4,
+	    "ttl (300000ms) must be at least its deadline + lease (610000ms)");
+	/* A deadline no longer bounds the lease: the heartbeat renews it. */
+	GOOD("[route \"POST /p\"]\nlease = 5s\ndeadline = 10m\n");
+	idem_cfg_route_limits(&cfg, "POST", "/p", &l);
+	TAP_OK(l.lock_timeout_ms == 5000 && l.deadline_ms == 600000,
+	    "a route's lease 5s under its deadline 10m");
+	TAP_OK(idem_cfg_lease_min(&cfg) == 5000, "the shortest lease: the "
+	    "route's 5s under the default 10s");
+	BAD("[route \"POST /p\"]\nlease = 2s\n", 2,
+	    "lease (2000ms) of [route \"POST /p\"] must be at least 3000ms");
+	BAD("[idempotency]\nlease = 2999ms\n", 2,
+	    "lease (2999ms) must be at least 3000ms");
+	BAD("[route \"POST /p\"]\n\ndeadline = 24h\n", 3,
+	    "ttl (86400000ms) of [route \"POST /p\"] must be at least its "
+	    "deadline + lease (86410000ms)");
 	BAD("[route \"POST /p\"]\ndeadline = 10s\nphase_deadline = 11s\n",
 	    3, "phase_deadline (11000ms) of [route \"POST /p\"] must not be "
 	    "greater than its deadline (10000ms)");
 	BAD("[route \"POST /p\"]\nlock_timeout = 6m\nlock_timeout = 7m\n",
-	    3, "duplicate key lock_timeout (first on line 2)");
+	    3, "lease set twice (first on line 2");
+	BAD("[route \"POST /p\"]\nlease = 6s\nlock_timeout = 7s\n",
+	    3, "lease set twice (first on line 2; lock_timeout is a "
+	    "deprecated alias of lease)");
 	BAD("[route \"POST /p\"]\ndeadline = soon\n", 2,
 	    "deadline must be a duration");
 }
@@ -509,7 +522,7 @@ test_routes(void)
 	BAD("[route \"POST /a\"]\nttl = 1h\nttl = 2h\n", 3,
 	    "duplicate key ttl (first on line 2)");
 	BAD("[route \"POST /a\"]\nthreads = 4\n", 2,
-	    "(ttl, lock_timeout, deadline, phase_deadline or "
+	    "(ttl, lease, deadline, phase_deadline or "
 	    "fingerprint_exclude)");
 	route_limits();
 	BAD("[route \"POST /a\"]\nttl = 0\n", 2, "ttl must be a duration");
@@ -695,22 +708,33 @@ test_app_typed(void)
 static void
 test_lock_timeout(void)
 {
-	BAD("[idempotency]\nlock_timeout = 30s\n", 2,
-	    "lock_timeout (30000ms) must be greater than request_timeout");
-	BAD("[server]\nrequest_timeout = 5m\n", 2,
-	    "lock_timeout (300000ms) must be greater");
-	BAD("[server]\nrequest_timeout = 1m\n# x\n[idempotency]\n"
-	    "lock_timeout = 59s\n", 5, "lock_timeout");
-	BAD("[idempotency]\nlock_timeout = 10s\n[server]\n"
-	    "request_timeout = 20s\n", 2, "lock_timeout");
-	GOOD("[server]\nrequest_timeout = 10m\n[idempotency]\n"
-	    "lock_timeout = 11m\n");
-	TAP_OK(cfg.lock_timeout_ms == 660000, "lock_timeout 11m");
+	/* lock_timeout: the lease's deprecated name, warned of, still read. */
 	GOOD("[idempotency]\nlock_timeout = 31s\n");
-	TAP_OK(cfg.lock_timeout_ms == 31000, "lock_timeout 31s > default 30s");
+	TAP_OK(cfg.lock_timeout_ms == 31000, "lock_timeout 31s is the lease");
+	GOOD("[idempotency]\nlease = 4s\n");
+	TAP_OK(cfg.lock_timeout_ms == 4000, "lease 4s");
+	BAD("[idempotency]\nlease = 20s\n# x\nlock_timeout = 20s\n", 4,
+	    "lease and lock_timeout both set (lock_timeout is a deprecated "
+	    "alias of lease)");
+	BAD("[idempotency]\nlock_timeout = 20s\nlease = 20s\n", 3,
+	    "lease and lock_timeout both set");
+	BAD("[idempotency]\nlease = 20s\nlease = 21s\n", 3, "duplicate");
+	/* The lease no longer has to outlive request_timeout. */
+	GOOD("[server]\nrequest_timeout = 10m\n[idempotency]\nlease = 10s\n");
+	TAP_OK(cfg.request_timeout_ms == 600000 &&
+	    cfg.lock_timeout_ms == 10000, "request_timeout 10m, lease 10s");
 	GOOD("[server]\nrequest_timeout = 299s\n");
-	TAP_OK(cfg.request_timeout_ms == 299000,
-	    "request_timeout 299s < default lock 5m");
+	TAP_OK(cfg.request_timeout_ms == 299000 &&
+	    cfg.lock_timeout_ms == 10000,
+	    "request_timeout 299s with the default lease");
+	/* A phase may not outlast its handler. */
+	BAD("[server]\nrequest_timeout = 5s\n[route \"POST /p\"]\n"
+	    "phase_deadline = 6s\n", 4, "phase_deadline (6000ms) of [route "
+	    "\"POST /p\"] must not be greater than its deadline (5000ms)");
+	/* The heartbeat's interval: a third of the shortest lease. */
+	TAP_OK(idem_heartbeat_interval(10000) == 3333 &&
+	    idem_heartbeat_interval(3000) == 1000 &&
+	    idem_heartbeat_interval(1) == 1, "heartbeat interval lease/3");
 }
 
 #define DUR_OK(s, want) do {						\
@@ -927,10 +951,10 @@ test_ttl_window(void)
 	    "each verdict says its bound");
 
 	/* Refused where it was set, naming the route; warned ones start. */
-	BAD("[server]\nrequest_timeout = 1s\n[idempotency]\nlock_timeout = "
-	    "2s\nttl = 5m\n", 5, "ttl (300000ms) is below 1h");
-	BAD("[server]\nrequest_timeout = 1s\n[idempotency]\nlock_timeout = "
-	    "2s\n[route \"POST /v1/payments\"]\n\nttl = 59m\n", 7,
+	BAD("[server]\nrequest_timeout = 1s\n[idempotency]\nlease = "
+	    "3s\nttl = 5m\n", 5, "ttl (300000ms) is below 1h");
+	BAD("[server]\nrequest_timeout = 1s\n[idempotency]\nlease = "
+	    "3s\n[route \"POST /v1/payments\"]\n\nttl = 59m\n", 7,
 	    "ttl (3540000ms) of [route \"POST /v1/payments\"] is below 1h");
 	GOOD("[idempotency]\nttl = 1h\n[route \"POST /a\"]\nttl = 30d\n");
 	TAP_OK(cfg.routes != NULL && cfg.routes->line == 3 &&

@@ -1,0 +1,537 @@
+"""leases.py - leases kept alive by the heartbeat (issue 21): with the
+DEFAULT lease (10 s, nothing set in [idempotency]), a worker killed at
+each of the four phase boundaries of the phased create is resumed by a
+client retry within lease + 2 s; a live owner inside a 30 s acquirer call
+is never taken over; a PostgreSQL restart at each boundary is answered
+503 and the retry resumes at once (the owner released its lease on a
+fresh connection); the heartbeat's own session terminated, the heartbeat
+reconnects and the lease stays.  After each: exactly one acquirer charge,
+one succeeded payment, a byte-identical replay.
+
+Its fixtures are its own (lighttpd + payments.fcgi with a config that
+leaves the lease at its default, [payments] acquirer_timeout 40s and the
+route's deadline 45s), started by the check that needs them and stopped at
+its end.  A jump of the app host's clock is not tested: see
+docs/operations.md ("Leases and clocks") for why it cannot move a lease.
+Registered into run.py's list.
+"""
+
+import http.client
+import os
+import threading
+import time
+
+from harness import Failed, check, pid_running, q
+from lcenv import PAY, Fixture, wait_until
+from checks import charge_of, expect_completed, replays
+
+LEASE_S = 10.0          # the default [idempotency] lease
+SLACK_S = 2.0           # the target: resumed within lease + 2 s
+CALL_S = 30             # the live owner's acquirer call
+STALL_S = 6             # lib/idempotency.c: an IDEM_FAULT=stall-... sleep
+BOUNDARIES = ("before:payment_created", "after:payment_created",
+              "before:charged", "after:charged")
+SHORT = {"before:payment_created": "bpc", "after:payment_created": "apc",
+         "before:charged": "bch", "after:charged": "ach"}
+
+
+def write_lease_config(path, conninfo, appname, acquirer_url):
+    """The lease and the heartbeat at their defaults; the route may run
+    45 s so that a 30 s acquirer call fits in it."""
+    lines = [
+        "# generated for one lifecycle run (leases.py)",
+        "[server]",
+        "threads = 3",
+        "log_level = info",
+        "",
+        "[database]",
+        "conninfo = %s application_name=%s" % (conninfo, appname),
+        "pool_size = 3",
+        "",
+        "[idempotency]",
+        "ttl = 24h",
+        "evict_interval = 1h",
+        "",
+        "[payments]",
+        "acquirer_url = %s" % acquirer_url,
+        "acquirer_timeout = 40s",
+        "",
+        '[route "POST /v1/payments"]',
+        "ttl = 7d",
+        "deadline = 45s",
+    ]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.chmod(path, 0o644)
+
+
+class LeaseFixture:
+    """A fixture of this file, in env.fx while the check runs."""
+
+    def __init__(self, t, name, fault=None):
+        env = t.env
+        self.env, self.name = env, name
+        conf = os.path.join(env.tmp, name + ".ini")
+        write_lease_config(conf, env.conninfo, "lc-" + name, env.sim.url)
+        self.fx = Fixture(name, env.tmp, env.app, conf, fault)
+        env.fx[name] = self.fx
+        self.fx.start()
+        self.fx.wait_ready()
+
+    def __enter__(self):
+        return self.fx
+
+    def __exit__(self, *exc):
+        problem = self.fx.stop()
+        self.env.fx.pop(self.name, None)
+        if problem and exc[0] is None:
+            raise Failed("[%s] %s" % (self.name, problem))
+        return False
+
+
+def slow_call(env, seconds):
+    """The next acquirer call answers after seconds (mode slow)."""
+    env.sim.call("POST", "/control", {"mode": "slow", "count": 1,
+                                      "delay": seconds})
+
+
+def metric(t, fx, name):
+    return float(t.env.metrics(fx=fx).get(name, -1))
+
+
+def lease_row(t, key):
+    rows = t.env.db.rows(
+        "select state, recovery_point, lease_token::text as token, "
+        "extract(epoch from lease_until - clock_timestamp())::float8 "
+        "as left_s from idempotency_keys where api_key_id = %d and "
+        "key = %s" % (t.env.tenant.id, q(key)))
+    return rows[0] if rows else None
+
+
+def exactly_once(t, key, body, r, st0):
+    """r is the 201 that made the payment: one charge since st0 under one
+    derived key, one succeeded payment, the record completed, a
+    byte-identical replay."""
+    env = t.env
+    t.expect_status(r, 201)
+    doc = r.json_or_fail()
+    t.expect_eq(doc.get("status"), "succeeded", "status in the 201 body")
+    rows = env.payments_described(body["description"])
+    t.expect_eq(len(rows), 1, "payments rows of the request")
+    t.expect_eq(rows[0]["id"], doc.get("id"), "payments row vs the 201")
+    t.expect_eq(rows[0]["status"], "succeeded", "payments.status")
+    st = env.sim.stats()
+    t.expect_eq(st["charges"] - st0["charges"], 1, "acquirer charges for "
+                "the key")
+    t.expect_eq(st["conflicts"], st0["conflicts"], "acquirer key conflicts")
+    k, c = charge_of(t, doc["id"], st)
+    t.expect_eq(c["charges"], 1, "charges under the derived key")
+    t.expect_eq(rows[0]["acquirer_charge"], c["id"], "payments."
+                "acquirer_charge vs the acquirer's charge")
+    expect_completed(t, key, 201)
+    replays(t, key, body, r)
+
+
+def kill_at(t, fx, fault, key, body):
+    """POST through fx (IDEM_FAULT=fault): its worker is SIGKILLed at the
+    boundary.  Returns the monotonic time the POST was sent (at or before
+    the kill)."""
+    before = fx.pids()
+    t.expect(before, "[%s] no payments.fcgi process to kill" % fx.name)
+    t0 = time.monotonic()
+    r = None
+    try:
+        r = t.post(PAY, body, key=key, fx=fx.name)
+    except (OSError, http.client.HTTPException) as e:
+        t.note("the killed request: %s: %s" % (type(e).__name__, e))
+    if r is not None and r.status < 500:
+        t.fail("POST through %s (IDEM_FAULT=%s) answered %s; its worker "
+               "should have been killed" % (fx.name, fault, r.status))
+    wait_until(lambda: not any(pid_running(p) for p in before), 10,
+               "[%s] the killed payments.fcgi is gone" % fx.name)
+    lines = [ln["msg"] for ln in fx.app_log_lines()
+             if ln.get("msg", "").startswith("fault: killing")]
+    t.expect_eq(lines[-1:], ["fault: killing the process %s %s"
+                             % tuple(fault.split(":"))],
+                "the crash switch's log line")
+    return t0
+
+
+def killed_owner_resumed(t, fault):
+    env = t.env
+    label = "lease-kill-" + SHORT[fault]
+    key = env.new_key(label)
+    body = env.payment_body(label)
+    st0 = env.sim.stats()
+    with LeaseFixture(t, "ls-main") as main, \
+            LeaseFixture(t, "ls-k" + SHORT[fault], fault) as victim:
+        t0 = kill_at(t, victim, fault, key, body)
+        rec = env.record(key)
+        t.expect(rec is not None and rec["state"] == "in_progress",
+                 "after the kill: the record in progress: %r" % rec)
+        n409 = 0
+        while True:
+            r = t.post(PAY, body, key=key, fx=main.name)
+            if r.status != 409:
+                break
+            t.expect_problem(r, 409, "idempotency-key-in-flight")
+            n409 += 1
+            if time.monotonic() - t0 > LEASE_S + SLACK_S + 5:
+                t.fail("still 409 %.1f s after the kill" %
+                       (time.monotonic() - t0))
+            time.sleep(0.2)
+        took = time.monotonic() - t0
+        t.expect_not_replayed(r)
+        exactly_once(t, key, body, r, st0)
+        t.note("kill -9 %s -> successful retry: %.2f s (%d retries "
+               "answered 409)" % (fault, took, n409))
+        t.expect(took <= LEASE_S + SLACK_S, "resumed %.2f s after the kill, "
+                 "more than lease + %g s (%g s)" % (took, SLACK_S,
+                                                    LEASE_S + SLACK_S))
+
+
+for _fault in BOUNDARIES:
+    @check("leases: default lease, worker killed -9 at %s -> a client "
+           "retry resumes within lease + 2 s (12 s); one charge, one "
+           "payment, replay byte-identical" % _fault, needs=("faults",))
+    def _(t, fault=_fault):
+        killed_owner_resumed(t, fault)
+
+
+@check("leases: default lease, the owner alive inside a 30 s acquirer "
+       "call -> every retry meanwhile is 409 (never taken over), the "
+       "heartbeat renews its lease, the owner answers 201; one charge, "
+       "one payment, replay byte-identical")
+def _(t):
+    env = t.env
+    key = env.new_key("lease-alive")
+    body = env.payment_body("lease-alive")
+    st0 = env.sim.stats()
+    with LeaseFixture(t, "ls-main") as main:
+        renew0 = metric(t, main.name, "idem_lease_renewals_total")
+        t.expect(renew0 >= 0, "no idem_lease_renewals_total in /metrics")
+        slow_call(env, CALL_S)
+        out = {}
+
+        def owner():
+            try:
+                out["r"] = env.post(PAY, body, key=key, fx=main.name,
+                                    timeout=CALL_S + 30)
+            except Exception as e:      # reported below
+                out["e"] = e
+        th = threading.Thread(target=owner, daemon=True)
+        t_start = time.monotonic()
+        th.start()
+        wait_until(lambda: env.sim.stats()["calls"] > st0["calls"], 10,
+                   "the owner inside its acquirer call")
+        n409, max_left, last409 = 0, 0.0, 0.0
+        while th.is_alive():
+            rec = lease_row(t, key)
+            r = t.post(PAY, body, key=key, fx=main.name)
+            if not th.is_alive() and r.status != 409:
+                break       # the owner answered meanwhile: a replay
+            t.expect_problem(r, 409, "idempotency-key-in-flight")
+            n409 += 1
+            last409 = time.monotonic() - t_start
+            if rec is not None and rec["left_s"] is not None:
+                max_left = max(max_left, rec["left_s"])
+                t.expect(rec["left_s"] > 0, "the live owner's lease "
+                         "lapsed (%.2f s left)" % rec["left_s"])
+            time.sleep(0.5)
+        th.join(5)
+        took = time.monotonic() - t_start
+        t.expect("e" not in out, "the owner failed: %r" % out.get("e"))
+        t.expect(took >= CALL_S, "the owner answered after %.1f s, before "
+                 "its %d s acquirer call ended" % (took, CALL_S))
+        # Retries until the end of the call: well past the lease that the
+        # pause before it gave (only the heartbeat can have kept it).
+        t.expect(n409 >= 10 and last409 >= CALL_S - 3, "%d retries during "
+                 "the call, the last %.1f s after its start" % (n409,
+                                                                 last409))
+        exactly_once(t, key, body, out["r"], st0)
+        renewed = metric(t, main.name, "idem_lease_renewals_total") - renew0
+        # 30 s at a beat every 3.3 s: 9; at least 6 on a slow machine.
+        t.expect(renewed >= 6, "the heartbeat renewed %d leases in %.0f s"
+                 % (renewed, took))
+        t.note("%d retries answered 409 over %.1f s; %d heartbeat renewals"
+               % (n409, took, renewed))
+
+
+def stalled_then_restarted(t, fault):
+    env = t.env
+    label = "lease-pgr-" + SHORT[fault]
+    key = env.new_key(label)
+    body = env.payment_body(label)
+    st0 = env.sim.stats()
+    with LeaseFixture(t, "ls-main") as main, \
+            LeaseFixture(t, "ls-s" + SHORT[fault], "stall-" + fault) as fx:
+        out = {}
+
+        def owner():
+            try:
+                out["r"] = env.post(PAY, body, key=key, fx=fx.name,
+                                    timeout=60)
+            except Exception as e:
+                out["e"] = e
+        th = threading.Thread(target=owner, daemon=True)
+        th.start()
+        want = "fault: stalling the request %s %s" % tuple(fault.split(":"))
+        wait_until(lambda: any(ln.get("msg") == want
+                               for ln in fx.app_log_lines()), 10,
+                   "the owner stalled at %s" % fault)
+        env.pg_restart()
+        th.join(STALL_S + 20)
+        t.expect(not th.is_alive(), "the owner did not answer")
+        t.expect("e" not in out, "the owner failed: %r" % out.get("e"))
+        t.expect_problem(out["r"], 503, "service-unavailable")
+        t_503 = time.monotonic()
+        rec = lease_row(t, key)
+        if rec is not None:
+            t.expect_eq(rec["token"], None, "the lease after the 503 "
+                        "(released on a fresh connection)")
+        r = t.post(PAY, body, key=key, fx=main.name)
+        took = time.monotonic() - t_503
+        t.expect_not_replayed(r)
+        exactly_once(t, key, body, r, st0)
+        t.note("PostgreSQL restarted at %s: 503, then the first retry -> "
+               "201 %.2f s later (the record %s)" % (
+                   fault, took, "released" if rec else "deleted"))
+
+
+for _fault in BOUNDARIES:
+    @check("leases: PostgreSQL restarted while the owner waits at %s -> "
+           "503, the lease released at once on a fresh connection, the "
+           "first retry resumes -> 201; one charge, one payment, replay "
+           "byte-identical" % _fault, needs=("faults", "pg_restart"))
+    def _(t, fault=_fault):
+        stalled_then_restarted(t, fault)
+
+
+@check("leases: the heartbeat's session terminated (pg_terminate_backend) "
+       "while the owner is inside a 20 s acquirer call -> the heartbeat "
+       "reconnects, the lease never lapses, retries meanwhile are 409; one "
+       "charge, one payment, replay byte-identical")
+def _(t):
+    env = t.env
+    key = env.new_key("lease-hbkill")
+    body = env.payment_body("lease-hbkill")
+    st0 = env.sim.stats()
+    hb_sessions = ("select pid from pg_stat_activity where datname = %s "
+                   "and application_name = 'idem heartbeat'"
+                   % q(env.dbname))
+    with LeaseFixture(t, "ls-main") as main:
+        slow_call(env, 20)
+        t_start = time.monotonic()
+        out = {}
+
+        def owner():
+            try:
+                out["r"] = env.post(PAY, body, key=key, fx=main.name,
+                                    timeout=40)
+            except Exception as e:
+                out["e"] = e
+        th = threading.Thread(target=owner, daemon=True)
+        th.start()
+        wait_until(lambda: env.sim.stats()["calls"] > st0["calls"], 10,
+                   "the owner inside its acquirer call")
+        old = wait_until(lambda: env.admin.rows(hb_sessions), 8,
+                         "a session named 'idem heartbeat'")
+        old = {row["pid"] for row in old}
+        n = env.admin.int("select count(*) from (select "
+                          "pg_terminate_backend(pid) from pg_stat_activity "
+                          "where pid in (%s)) x"
+                          % ",".join(str(p) for p in old))
+        t.expect_eq(n, len(old), "heartbeat sessions terminated")
+        wait_until(lambda: {row["pid"] for row in
+                            env.admin.rows(hb_sessions)} - old, 8,
+                   "the heartbeat back on a new session")
+        n409, last409 = 0, 0.0
+        while th.is_alive():
+            rec = lease_row(t, key)
+            r = t.post(PAY, body, key=key, fx=main.name)
+            if not th.is_alive() and r.status != 409:
+                break
+            t.expect_problem(r, 409, "idempotency-key-in-flight")
+            n409 += 1
+            last409 = time.monotonic() - t_start
+            if rec is not None and rec["left_s"] is not None:
+                t.expect(rec["left_s"] > 0, "the lease lapsed (%.2f s "
+                         "left) after its heartbeat's session was "
+                         "terminated" % rec["left_s"])
+            time.sleep(0.5)
+        th.join(5)
+        t.expect("e" not in out, "the owner failed: %r" % out.get("e"))
+        # Past the lease the pause gave: renewed by the new session only.
+        t.expect(last409 >= LEASE_S + 4, "the last 409 %.1f s after the "
+                 "call began: not past the pause's lease" % last409)
+        exactly_once(t, key, body, out["r"], st0)
+        t.note("%d retries answered 409 after the heartbeat's session was "
+               "terminated, the last %.1f s into the call" % (n409,
+                                                              last409))
+
+
+# --- the completer and eviction against a client retry (lcenv's crash
+# fixtures, whose lease is 3 s: the race is the point, not the lease) ---
+
+def race(t, *fns):
+    """Run each fn at once (released by one barrier); their results, or
+    the exception each raised, in order."""
+    bar = threading.Barrier(len(fns))
+    res = [None] * len(fns)
+
+    def run(i, fn):
+        bar.wait(10)
+        try:
+            res[i] = ("ok", fn())
+        except Exception as e:          # reported by the caller
+            res[i] = ("error", e)
+    ths = [threading.Thread(target=run, args=(i, fn), daemon=True)
+           for i, fn in enumerate(fns)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join(90)
+    for i, th in enumerate(ths):
+        t.expect(not th.is_alive() and res[i] is not None, "racer %d did "
+                 "not finish" % i)
+        t.expect(res[i][0] == "ok", "racer %d failed: %r" % (i, res[i][1]))
+    return [r[1] for r in res]
+
+
+def completer_races_retry(t, fault):
+    from exactly_once import (abandoned, complete, one_charge,
+                              succeeded_once, wait_lease_lapsed)
+    env = t.env
+    st0 = env.sim.stats()
+    key, body, rec = abandoned(t, fault, "lrace-" + SHORT[fault])
+    wait_lease_lapsed(t, rec)
+    (done, left), r = race(t, lambda: complete(t),
+                           lambda: env.post(PAY, body, key=key))
+    t.expect(r.status in (201, 409), "the client's retry answered %s"
+             % r.status)
+    if r.status == 409:
+        t.expect_problem(r, 409, "idempotency-key-in-flight")
+    fin = expect_completed(t, key, 201)
+    t.expect_eq(fin["id"], rec["id"], "the completed record (the same)")
+    row = succeeded_once(t, body["description"])
+    one_charge(t, row["id"], st0)
+    again = t.post(PAY, body, key=key)
+    t.expect_status(again, 201)
+    t.expect_eq(again.header("Idempotent-Replayed"), "true", "the retry "
+                "after both")
+    t.expect_eq(again.json_or_fail().get("id"), row["id"], "the replayed "
+                "payment")
+    if r.status == 201:
+        t.expect_replay_of(again, r)
+    t.expect_replay_of(t.post(PAY, body, key=key), again)
+    t.note("client %s; completer completed %d, left %d" % (r.status, done,
+                                                          left))
+
+
+for _fault in BOUNDARIES[1:]:
+    @check("leases: the completer and a client retry at once on the "
+           "lapsed lease of an owner killed %s: one resumes, the other "
+           "gets 409 or leaves it; one charge, one payment, the record "
+           "completed, replays byte-identical" % _fault,
+           needs=("faults",))
+    def _(t, fault=_fault):
+        completer_races_retry(t, fault)
+
+
+def eviction_during_takeover(t, fault):
+    from checks import evict
+    from exactly_once import (abandoned, expire_now, one_charge,
+                              succeeded_once, wait_lease_lapsed)
+    env = t.env
+    st0 = env.sim.stats()
+    key, body, rec = abandoned(t, fault, "levict-" + SHORT[fault])
+    expire_now(t, key)
+    wait_lease_lapsed(t, rec)
+    (n, _secs), r = race(t, lambda: evict(t),
+                         lambda: env.post(PAY, body, key=key))
+    t.expect(r.status in (201, 409), "the client's retry answered %s"
+             % r.status)
+    if r.status == 409:
+        # The eviction held the row; the next retry takes over.
+        r = t.post(PAY, body, key=key)
+    t.expect_status(r, 201)
+    t.expect_not_replayed(r)
+    row = succeeded_once(t, body["description"])
+    if fault != "before:payment_created":
+        # Past a recovery point: never evicted, resumed in place.
+        t.expect_eq(row["idem_key_id"], rec["id"], "payments.idem_key_id "
+                    "(the record resumed, not evicted and replaced)")
+    one_charge(t, row["id"], st0)
+    expect_completed(t, key, 201)
+    replays(t, key, body, r)
+    t.note("eviction deleted %d keys meanwhile" % n)
+
+
+for _fault in ("before:payment_created", "after:charged"):
+    @check("leases: eviction (idemctl evict) at once with the takeover of "
+           "an expired record whose owner was killed %s: the record %s; "
+           "one charge, one payment, replay byte-identical"
+           % (_fault, "is evicted or taken over, never both" if
+              _fault == "before:payment_created" else
+              "past a recovery point is never evicted"),
+           needs=("faults",))
+    def _(t, fault=_fault):
+        eviction_during_takeover(t, fault)
+
+
+def completer_holds_retry_waits(t, fault):
+    """The completer owns the record (held inside its acquirer call): a
+    client retry meanwhile is 409; released, the completer completes and
+    the retry replays its answer."""
+    from exactly_once import (abandoned, complete, one_charge,
+                              succeeded_once, wait_lease_lapsed)
+    env = t.env
+    st0 = env.sim.stats()
+    key, body, rec = abandoned(t, fault, "lhold-" + SHORT[fault])
+    wait_lease_lapsed(t, rec)
+    held = env.sim.stats()["held"]
+    env.sim.control("hold", count=1)
+    res = {}
+
+    def run():
+        try:
+            res["c"] = complete(t)
+        except Exception as e:          # reported below
+            res["e"] = e
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    wait_until(lambda: env.sim.stats()["held"] > held or not th.is_alive(),
+               30, "the completer inside its (held) acquirer call")
+    t.expect(th.is_alive(), "the completer ended before its call was "
+             "held: %r" % res)
+    now = env.record(key)
+    t.expect(now["leased"] and now["locked_at"] != rec["locked_at"],
+             "the completer took the lease over: %r" % now)
+    r = t.post(PAY, body, key=key)
+    t.expect_problem(r, 409, "idempotency-key-in-flight")
+    t.expect_eq(r.header("Retry-After"), "1", "Retry-After of the 409")
+    env.sim.release()
+    th.join(60)
+    t.expect("c" in res, "the completer run failed: %r" % res.get("e"))
+    t.expect(res["c"][0] >= 1, "the completer completed %d keys"
+             % res["c"][0])
+    fin = expect_completed(t, key, 201)
+    t.expect_eq(fin["id"], rec["id"], "the completed record (the same)")
+    row = succeeded_once(t, body["description"])
+    one_charge(t, row["id"], st0)
+    again = t.post(PAY, body, key=key)
+    t.expect_status(again, 201)
+    t.expect_eq(again.header("Idempotent-Replayed"), "true", "the retry "
+                "after the completer")
+    t.expect_eq(again.json_or_fail().get("id"), row["id"], "the replayed "
+                "payment")
+    t.expect_replay_of(t.post(PAY, body, key=key), again)
+
+
+for _fault in ("after:payment_created", "before:charged"):
+    @check("leases: the completer resuming an owner killed %s holds the "
+           "lease inside its acquirer call: a client retry meanwhile -> "
+           "409; then completed, the retry replays; one charge, one "
+           "payment" % _fault, needs=("faults",))
+    def _(t, fault=_fault):
+        completer_holds_retry_waits(t, fault)
