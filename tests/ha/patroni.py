@@ -383,44 +383,6 @@ class Ha:
             time.sleep(0.2)
 
 
-class PrimaryWatch:
-    """Polls REST /primary of every node from start() on and records when
-    Patroni first reported a primary other than old: the moment from which
-    the product's own recovery is timed (the election before it is
-    Patroni's)."""
-
-    def __init__(self, ha, old):
-        self.ha, self.old = ha, old
-        self.t_reported = None
-        self.node = None
-        self.stop = threading.Event()
-        self.th = threading.Thread(target=self._run, daemon=True)
-
-    def start(self):
-        self.th.start()
-        return self
-
-    def _run(self):
-        while not self.stop.is_set():
-            for n in self.ha.nodes:
-                if n is not self.old and n.alive() and \
-                        n.rest("/primary", 0.5) == 200:
-                    self.t_reported, self.node = time.monotonic(), n
-                    return
-            self.stop.wait(0.05)
-
-    def wait(self, cap=240):
-        """The node reported (Patroni's election may take long on a busy
-        machine: only cap bounds it)."""
-        def seen():
-            return self.t_reported is not None
-        try:
-            wait_until("Patroni reports a new primary (REST /primary)",
-                       seen, cap, 0.05)
-        finally:
-            self.stop.set()
-        return self.node
-
     def patronictl(self, *args, timeout=60):
         """patronictl as root (it refuses nothing), against node 1's
         config (any node's names the same cluster)."""
@@ -468,3 +430,42 @@ class PrimaryWatch:
         if any(pid_running(p) for p in left):
             problems.append("PostgreSQL processes survived SIGKILL")
         return problems
+
+
+class PrimaryWatch:
+    """Polls REST /primary of every node from start() on and records when
+    Patroni first reported a primary other than old: the moment from which
+    the product's own recovery is timed (the election before it is
+    Patroni's)."""
+
+    def __init__(self, ha, old):
+        self.ha, self.old = ha, old
+        self.t_reported = None
+        self.node = None
+        self.stop = threading.Event()
+        self.th = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self.th.start()
+        return self
+
+    def _run(self):
+        while not self.stop.is_set():
+            for n in self.ha.nodes:
+                if n is not self.old and n.alive() and \
+                        n.rest("/primary", 0.5) == 200:
+                    self.t_reported, self.node = time.monotonic(), n
+                    return
+            self.stop.wait(0.05)
+
+    def wait(self, cap=240):
+        """The node reported (Patroni's election may take long on a busy
+        machine: only cap bounds it)."""
+        def seen():
+            return self.t_reported is not None
+        try:
+            wait_until("Patroni reports a new primary (REST /primary)",
+                       seen, cap, 0.05)
+        finally:
+            self.stop.set()
+        return self.node
