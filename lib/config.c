@@ -111,6 +111,14 @@ static const struct cfg_key cfg_keys[] = {
 	{ S_IDEM, "evict_interval", T_DUR, OFF(evict_interval_ms), 0, 0,
 	    NULL },
 	{ S_IDEM, "evict_batch", T_LONG, OFF(evict_batch), 1, 1000000, NULL },
+	{ S_IDEM, "completer_max_attempts", T_LONG,
+	    OFF(completer_max_attempts), 0, 1000000, NULL },
+	{ S_IDEM, "completer_max_age", T_DUR, OFF(completer_max_age_ms), 0, 0,
+	    NULL },
+	{ S_IDEM, "completer_backoff", T_DUR, OFF(completer_backoff_ms), 0, 0,
+	    NULL },
+	{ S_IDEM, "completer_backoff_max", T_DUR,
+	    OFF(completer_backoff_max_ms), 0, 0, NULL },
 	{ S_METRICS, "allow", T_ADDRS, OFF(metrics_allow), 0, 0, NULL },
 	{ S_METRICS, "listen", T_STR, OFF(metrics_listen), 0, 0, NULL },
 };
@@ -230,6 +238,10 @@ idem_cfg_init(struct idem_cfg *cfg)
 	cfg->lock_timeout_ms = 10 * MS_SECOND;	/* the lease */
 	cfg->evict_interval_ms = 5 * MS_MINUTE;
 	cfg->evict_batch = 10000;
+	cfg->completer_max_attempts = 10;
+	cfg->completer_max_age_ms = 24 * MS_HOUR;
+	cfg->completer_backoff_ms = 10 * MS_SECOND;
+	cfg->completer_backoff_max_ms = 10 * MS_MINUTE;
 	cfg->metrics_allow = strdup("127.0.0.1");
 }
 

@@ -56,6 +56,7 @@ enum idem_problem {
 	IDEM_P_METHOD,			/* method-not-allowed */
 	IDEM_P_UNAVAILABLE,		/* service-unavailable */
 	IDEM_P_INTERNAL,		/* internal-error */
+	IDEM_P_KEY_ABANDONED,		/* idempotency-key-abandoned (idemctl) */
 	IDEM_P__MAX	/* an application's own types follow (idem_app_problem) */
 };
 
@@ -544,6 +545,7 @@ void		 idem_http_resp_free(idem_http_resp *r);
 struct idem_db_settings {
 	long long	lock_timeout_ms;	/* [idempotency] lock_timeout */
 	long		evict_batch;		/* [idempotency] evict_batch */
+	char		problem_base[256];	/* [server] problem_base */
 };
 PGconn		*idem_db_open(const char *config,
 		    struct idem_db_settings *set, char *err, size_t errlen);

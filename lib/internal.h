@@ -320,6 +320,10 @@ struct idem_cfg {
 	unsigned		 max_waiters;		/* 4 */
 	long long		 evict_interval_ms;	/* 5 m */
 	long			 evict_batch;		/* 10000 */
+	long			 completer_max_attempts; /* 10, 0: no limit */
+	long long		 completer_max_age_ms;	/* 24 h, 0: no limit */
+	long long		 completer_backoff_ms;	/* 10 s */
+	long long		 completer_backoff_max_ms; /* 10 m */
 	/* [metrics] */
 	char			*metrics_allow;		/* "127.0.0.1" */
 	char			*metrics_listen;	/* NULL: on the main socket */

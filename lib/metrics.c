@@ -330,6 +330,18 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	} else if (db != NULL)
 		idem_log(IDEM_LOG_WARN, "metrics: %s", PQerrorMessage(db));
 	PQclear(r);
+	/* Set aside by the completer (sql/009, a partial index). */
+	r = db != NULL ? PQexec(db, "SELECT idem_attention_count()") : NULL;
+	if (r != NULL && PQresultStatus(r) == PGRES_TUPLES_OK &&
+	    PQntuples(r) == 1)
+		idem_buf_addf(b, "# HELP idem_keys_attention Abandoned phased "
+		    "keys the completer gave up on: they need an operator "
+		    "(idemctl key show|retry|abandon).\n"
+		    "# TYPE idem_keys_attention gauge\n"
+		    "idem_keys_attention %s\n", PQgetvalue(r, 0, 0));
+	else if (db != NULL)
+		idem_log(IDEM_LOG_WARN, "metrics: %s", PQerrorMessage(db));
+	PQclear(r);
 }
 
 int

@@ -400,11 +400,11 @@ int	idem_janitor_start(idem_app *app);
 int	idem_janitor_stop(idem_app *app, const struct timespec *deadline);
 
 /*
- * completer.c: run up to max abandoned phased records (in progress past a
- * recovery point, lease lapsed) to completion, as a retry would.  Fills
- * completed and left (found but not completed: busy or failing again).
- * IDEM_RC_OK, IDEM_RC_FAIL on error, IDEM_RC_BUSY when another process
- * is selecting.
+ * completer.c: run up to max due abandoned phased records (in progress
+ * past a recovery point, lease lapsed, not set aside) to completion, as a
+ * retry would; a failure reschedules the record or sets it aside.  Fills
+ * completed and left (taken but not completed: busy or failing again).
+ * IDEM_RC_OK, or IDEM_RC_FAIL on error.
  */
 int	idem_complete_abandoned(idem_app *app, long max, long *completed,
 	    long *left);

@@ -58,6 +58,12 @@ static const struct idem_problem_type problems[IDEM_P__MAX] = {
 	    "Internal server error", 500,
 	    "Nothing was stored: a retry with the same key executes "
 	    "afresh." },
+	/* Stored by idemctl key abandon (sql/009), replayed to every retry. */
+	[IDEM_P_KEY_ABANDONED] = { "idempotency-key-abandoned",
+	    "Idempotency key abandoned", 500,
+	    "The request was interrupted and an operator abandoned it: "
+	    "effects of its completed phases may stand. Do not retry it with "
+	    "this key; ask the operator." },
 };
 
 int

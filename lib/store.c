@@ -127,6 +127,8 @@ idem_db_open(const char *config, struct idem_db_settings *set, char *err,
 	if (set != NULL) {
 		set->lock_timeout_ms = cfg.lock_timeout_ms;
 		set->evict_batch = cfg.evict_batch;
+		snprintf(set->problem_base, sizeof(set->problem_base), "%s",
+		    cfg.problem_base != NULL ? cfg.problem_base : "/problems/");
 	}
 	db = idem_db_connect(cfg.conninfo, cfg.acquire_timeout_ms);
 	idem_cfg_free(&cfg);

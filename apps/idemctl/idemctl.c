@@ -1,6 +1,6 @@
 /*
  * idemctl.c - operations on an idem store: migrate, API keys, evict,
- * reclaim, stats, complete.  Reads the same config file as the FastCGI
+ * reclaim, stats, complete, and one key's record (show, retry, abandon).  Reads the same config file as the FastCGI
  * app.
  */
 #include <sys/stat.h>
@@ -27,7 +27,8 @@ usage(void)
 	    "       idemctl [-c config] evict [--batch N] [--max-batches M]\n"
 	    "       idemctl [-c config] reclaim\n"
 	    "       idemctl [-c config] stats\n"
-	    "       idemctl [-c config] complete --app PROGRAM [MAX]\n");
+	    "       idemctl [-c config] complete --app PROGRAM [MAX]\n"
+	    "       idemctl [-c config] key show|retry|abandon TENANT KEY\n");
 }
 
 static double
@@ -196,6 +197,13 @@ cmd_reclaim(PGconn *db, const struct idem_db_settings *cfg)
 	return 0;
 }
 
+/* The records the completer set aside (sql/009). */
+static const char sql_attention[] =
+	"SELECT id, api_key_id, key, recovery_point, attempts,"
+	" attention_reason, attention_at, coalesce(last_error, '-')"
+	" FROM idempotency_keys WHERE state = 'in_progress'"
+	" AND attention_at IS NOT NULL ORDER BY attention_at LIMIT 100";
+
 /* The unfinished records: phased, past a recovery point and their TTL. */
 static const char sql_unfinished[] =
 	"SELECT id, api_key_id, key, recovery_point, expires_at,"
@@ -209,7 +217,8 @@ cmd_stats(PGconn *db)
 {
 	static const char *const label[] = { "keys", "in_progress",
 	    "expired_not_evicted", "oldest_live_key_age_seconds",
-	    "eviction_lag_seconds", "table_bytes", "unfinished" };
+	    "eviction_lag_seconds", "table_bytes", "unfinished",
+	    "attention" };
 	PGresult	*r;
 	int		 i;
 
@@ -221,14 +230,15 @@ cmd_stats(PGconn *db)
 	    " (SELECT eviction_lag::bigint FROM idem_store_gauges()),"
 	    " pg_total_relation_size('idempotency_keys'),"
 	    " count(*) FILTER (WHERE state = 'in_progress'"
-	    "   AND recovery_point <> 'started' AND expires_at <= now())"
+	    "   AND recovery_point <> 'started' AND expires_at <= now()),"
+	    " idem_attention_count()"
 	    " FROM idempotency_keys");
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		fprintf(stderr, "idemctl: stats: %s", PQerrorMessage(db));
 		PQclear(r);
 		return 1;
 	}
-	for (i = 0; i < 7; i++)
+	for (i = 0; i < 8; i++)
 		printf("%-28s %s\n", label[i], PQgetvalue(r, 0, i));
 	PQclear(r);
 	/* Never evicted, so listed: each needs the completer or a person. */
@@ -245,7 +255,104 @@ cmd_stats(PGconn *db)
 		    PQgetvalue(r, i, 3), PQgetvalue(r, i, 4),
 		    PQgetvalue(r, i, 5));
 	PQclear(r);
+	/* Set aside by the completer: each needs a person (idemctl key). */
+	r = PQexec(db, sql_attention);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "idemctl: stats: %s", PQerrorMessage(db));
+		PQclear(r);
+		return 1;
+	}
+	for (i = 0; i < PQntuples(r); i++)
+		printf("attention id=%s tenant=%s key=%s recovery_point=%s "
+		    "attempts=%s reason=%s since=%s error=%s\n",
+		    PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
+		    PQgetvalue(r, i, 2), PQgetvalue(r, i, 3),
+		    PQgetvalue(r, i, 4), PQgetvalue(r, i, 5),
+		    PQgetvalue(r, i, 6), PQgetvalue(r, i, 7));
+	PQclear(r);
 	return 0;
+}
+
+/* One key's record, for an operator (sql/009's idem_key_record). */
+static const char sql_key_show[] =
+	"SELECT k.id, a.name, k.key, k.state, k.recovery_point,"
+	" k.request_method, k.request_path,"
+	" coalesce(k.response_status::text, '-'), k.created_at, k.expires_at,"
+	" coalesce(k.lease_until::text, '-'),"
+	" CASE WHEN k.lease_until > now() THEN 'live'"
+	"   WHEN k.lease_until IS NULL THEN 'none' ELSE 'lapsed' END,"
+	" k.attempts, coalesce(k.last_error, '-'),"
+	" coalesce(k.next_attempt_at::text, '-'),"
+	" coalesce(k.attention_at::text, '-'),"
+	" coalesce(k.attention_reason, '-')"
+	" FROM idem_key_record($1, $2) k JOIN api_keys a"
+	"   ON a.id = k.api_key_id";
+
+static int
+cmd_key(PGconn *db, const struct idem_db_settings *cfg, int argc,
+    char **argv)
+{
+	static const char *const label[] = { "id", "tenant", "key", "state",
+	    "recovery_point", "method", "path", "response_status",
+	    "created_at", "expires_at", "lease_until", "lease", "attempts",
+	    "last_error", "next_attempt_at", "attention_since",
+	    "attention_reason" };
+	char		 type[512];
+	const char	*vals[3];
+	PGresult	*r;
+	int		 i, rc = 1;
+
+	if (argc != 4 || strlen(argv[2]) == 0 || strlen(argv[3]) == 0 ||
+	    strlen(argv[3]) > 255)
+		return usage(), 2;
+	vals[0] = argv[2];
+	vals[1] = argv[3];
+	if (strcmp(argv[1], "show") == 0) {
+		r = PQexecParams(db, sql_key_show, 2, NULL, vals, NULL, NULL,
+		    0);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK)
+			fprintf(stderr, "idemctl: key show: %s",
+			    PQerrorMessage(db));
+		else if (PQntuples(r) == 0)
+			fprintf(stderr, "idemctl: key show: no record of key "
+			    "'%s' for tenant '%s'\n", argv[3], argv[2]);
+		else {
+			for (i = 0; i < 17; i++)
+				printf("%-18s %s\n", label[i],
+				    PQgetvalue(r, 0, i));
+			rc = 0;
+		}
+		PQclear(r);
+		return rc;
+	}
+	if (strcmp(argv[1], "retry") == 0)
+		r = PQexecParams(db, "SELECT idem_key_retry($1, $2)", 2, NULL,
+		    vals, NULL, NULL, 0);
+	else if (strcmp(argv[1], "abandon") == 0) {
+		/* The same type URI the app would give its problem. */
+		snprintf(type, sizeof(type), "%sidempotency-key-abandoned",
+		    cfg->problem_base);
+		vals[2] = type;
+		r = PQexecParams(db, "SELECT idem_key_abandon($1, $2, $3)", 3,
+		    NULL, vals, NULL, NULL, 0);
+	} else
+		return usage(), 2;
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		fprintf(stderr, "idemctl: key %s: %s", argv[1],
+		    PQerrorMessage(db));
+	else if (PQntuples(r) != 1 || PQgetisnull(r, 0, 0))
+		fprintf(stderr, "idemctl: key %s: no unfinished, unleased "
+		    "record of key '%s' for tenant '%s'\n", argv[1], argv[3],
+		    argv[2]);
+	else {
+		printf("key record %s %s\n", PQgetvalue(r, 0, 0),
+		    strcmp(argv[1], "retry") == 0 ? "queued for the completer" :
+		    "abandoned: retries are answered 500 "
+		    "idempotency-key-abandoned");
+		rc = 0;
+	}
+	PQclear(r);
+	return rc;
 }
 
 /*
@@ -302,7 +409,7 @@ main(int argc, char *argv[])
 		return cmd_complete(conf, argc, argv);
 	if (strcmp(argv[0], "migrate") != 0 && strcmp(argv[0], "api-key") != 0
 	    && strcmp(argv[0], "evict") != 0 && strcmp(argv[0], "reclaim") != 0
-	    && strcmp(argv[0], "stats") != 0)
+	    && strcmp(argv[0], "stats") != 0 && strcmp(argv[0], "key") != 0)
 		return usage(), 2;
 	if ((db = idem_db_open(conf, &cfg, err, sizeof(err))) == NULL) {
 		fprintf(stderr, "idemctl: %s\n", err);
@@ -318,6 +425,8 @@ main(int argc, char *argv[])
 		rc = cmd_reclaim(db, &cfg);
 	else if (strcmp(argv[0], "stats") == 0 && argc == 1)
 		rc = cmd_stats(db);
+	else if (strcmp(argv[0], "key") == 0)
+		rc = cmd_key(db, &cfg, argc, argv);
 	else {
 		usage();
 		rc = 2;

@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -336,16 +337,51 @@ class Ha:
         return p is not None and p.db.scalar(
             "select pg_is_in_recovery()") == "f"
 
-    def wait_healthy(self, count, timeout=60):
-        def ok():
+    def reported(self):
+        """What Patroni reports, for telling progress from a stall: each
+        node's REST /primary and /sync answers, and the members' roles,
+        states and timelines."""
+        rest = tuple((n.name, n.rest("/primary"), n.rest("/sync"))
+                     for n in self.nodes if n.alive())
+        ms = tuple(sorted((m.get("name"), m.get("role"), m.get("state"),
+                           m.get("timeline")) for m in self.members()))
+        return rest, ms
+
+    def wait_healthy(self, count, quiet=60, cap=240):
+        """Until healthy(count), and REST /primary and /sync each answer
+        200 on exactly one node.  How long that takes is Patroni's
+        business (its loop, elections, a replica's catch-up, all slower on
+        a busy machine): the wait fails only when Patroni's reported state
+        has not changed for quiet seconds, or after cap.  Returns the
+        seconds waited."""
+        t0 = last_t = time.monotonic()
+        last = None
+        while True:
             for n in self.nodes:
                 if n.proc is not None and n.proc.poll() is not None and \
                         not n.killed:
                     raise SetupError("patroni %s exited %s: %s" % (
                         n.name, n.proc.returncode, " | ".join(n.tail(5))))
-            return self.healthy(count)
-        wait_until("%d Patroni members, a leader and a synchronous standby"
-                   % count, ok, timeout, 0.2)
+            state = self.reported()
+            now = time.monotonic()
+            rest = state[0]
+            try:
+                if sum(1 for r in rest if r[1] == 200) == 1 and \
+                        sum(1 for r in rest if r[2] == 200) == 1 and \
+                        self.healthy(count):
+                    return now - t0
+            except Exception:           # noqa: BLE001 - a node going away
+                pass
+            if state != last:
+                last, last_t = state, now
+            elif now - last_t > quiet or now - t0 > cap:
+                raise SetupError(
+                    "%d Patroni members, a leader and a synchronous standby "
+                    "(REST /primary, /sync): not after %.0fs, Patroni's "
+                    "reported state unchanged for %.0fs: %s"
+                    % (count, now - t0, now - last_t, state))
+            time.sleep(0.2)
+
 
     def patronictl(self, *args, timeout=60):
         """patronictl as root (it refuses nothing), against node 1's
@@ -394,3 +430,42 @@ class Ha:
         if any(pid_running(p) for p in left):
             problems.append("PostgreSQL processes survived SIGKILL")
         return problems
+
+
+class PrimaryWatch:
+    """Polls REST /primary of every node from start() on and records when
+    Patroni first reported a primary other than old: the moment from which
+    the product's own recovery is timed (the election before it is
+    Patroni's)."""
+
+    def __init__(self, ha, old):
+        self.ha, self.old = ha, old
+        self.t_reported = None
+        self.node = None
+        self.stop = threading.Event()
+        self.th = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self.th.start()
+        return self
+
+    def _run(self):
+        while not self.stop.is_set():
+            for n in self.ha.nodes:
+                if n is not self.old and n.alive() and \
+                        n.rest("/primary", 0.5) == 200:
+                    self.t_reported, self.node = time.monotonic(), n
+                    return
+            self.stop.wait(0.05)
+
+    def wait(self, cap=240):
+        """The node reported (Patroni's election may take long on a busy
+        machine: only cap bounds it)."""
+        def seen():
+            return self.t_reported is not None
+        try:
+            wait_until("Patroni reports a new primary (REST /primary)",
+                       seen, cap, 0.05)
+        finally:
+            self.stop.set()
+        return self.node

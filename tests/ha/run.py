@@ -13,8 +13,15 @@ refunds) through three events:
 For each: no acknowledged (201) payment or refund missing on the new
 primary, no key executed twice, every answer a 201 (a retry: a replay of
 the key's first 201) or an honest 409/503 with Retry-After (never a 500,
-nor an nginx 502), and the time from the event to the first success
-printed as a "# figures:" line.
+nor an nginx 502), and the time to the first success printed as a
+"# figures:" line: for a switchover or a failover from the moment Patroni
+reported the new primary (REST /primary), which is what is held to the
+target; what comes before (the election) is Patroni's and is awaited on
+its reported state (REST /primary, /sync, /cluster), never in a fixed
+window, so that the suite holds on a busy machine.  Then (5) the
+completers of both app hosts, started together on abandoned phased
+records of the shared store, run different records at the same time and
+each record once.
 
   tests/ha/run.py --srcdir SRCDIR --builddir BUILDDIR [--keep]
 
@@ -26,7 +33,9 @@ hc.py) and its answer and effect checks (tests/faults/run.py).
 """
 
 import argparse
+import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -46,12 +55,16 @@ WARM = 20                   # fresh creates before an event
 AFTER = 40                  # fresh creates after it, before the checks
 KEY_DEADLINE = 30           # a key retried for at most this long
 # Targets for the time to the first success, with ttl 5, loop_wait 1,
-# retry_timeout 2, and what it is measured from.  A switchover is timed
-# from the old primary's last acknowledged write: patronictl's own start
-# (~0.7 s idle, 2.5 s under this load) and Patroni's checks before it
-# demotes the primary cost clients nothing, writes go on meanwhile.  A
-# failover is timed from the kill.
-TARGET = {"switchover": (3.0, "gap"), "failover": (7.0, "event"),
+# retry_timeout 2, and what it is measured from.  A switchover or a
+# failover is timed from the moment Patroni reported the new primary (its
+# REST /primary answered 200, polled every 50 ms): the election before it
+# is Patroni's business and takes what a busy machine lets it take
+# (patronictl's own start is ~0.7 s idle, 2.5 s under this load; a
+# failover waits for the leader key's ttl); from there on the time is the
+# product's: its pool drops the dead connections and reconnects through
+# the multi-host conninfo.  The time from the event and the write gap are
+# reported beside it.  A rolling restart is timed from the event.
+TARGET = {"switchover": (3.0, "reported"), "failover": (3.0, "reported"),
           "rolling restart": (1.0, "event")}
 # No answer waits for a TCP timeout: acquire_timeout 2 s + a libpq
 # connect attempt (connect_timeout 2 s) + slack.
@@ -372,10 +385,12 @@ def executed_on(db):
 
 def recovery(load, marks, db, old, new):
     """(time from the event to the first success, write gap, failed
-    answers).  With a new primary, a success is a 201 whose effect ran on
+    answers, time from Patroni's report of the new primary to the first
+    success).  With a new primary, a success is a 201 whose effect ran on
     it, and the write gap is from the last 201 whose effect ran on the old
     one; else (a restart of the app) the first 201 of a request sent
-    after the event, and the gap is the longest run of failed answers."""
+    after the event, the gap is the longest run of failed answers, and
+    there is no report."""
     te = marks["t_event"]
     answers = load.answers()
     fails = [a for a in answers if a.status != 201 and a.t1 >= te]
@@ -384,7 +399,7 @@ def recovery(load, marks, db, old, new):
         ok = [a.t1 for a in fresh if a.t0 >= te]
         took = min(ok) - te if ok else None
         gap = max((a.t1 - a.t0 for a in fails), default=0.0)
-        return took, gap, len(fails)
+        return took, gap, len(fails), None
     where = executed_on(db)
     on = {}
     for a in load.fresh_201s():
@@ -392,28 +407,37 @@ def recovery(load, marks, db, old, new):
         on.setdefault(port, []).append(a.t1)
     firsts = [t for t in on.get(new.port, []) if t >= te]
     if not firsts:
-        return None, None, len(fails)
+        return None, None, len(fails), None
     t_new = min(firsts)
     last_old = max((t for t in on.get(old.port, []) if t <= t_new),
                    default=te)
-    return t_new - te, t_new - last_old, len(fails)
+    rep = marks.get("t_reported")
+    return (t_new - te, t_new - last_old, len(fails),
+            t_new - rep if rep is not None else None)
 
 
 def check_recovery(sc, cid, load, marks, what, db, old=None, new=None):
-    took, gap, nfail = recovery(load, marks, db, old, new)
+    took, gap, nfail, after_rep = recovery(load, marks, db, old, new)
     target, basis = TARGET[what]
-    measured = took if basis == "event" else gap
+    measured = {"event": took, "gap": gap, "reported": after_rep}[basis]
     slowest = max((a.elapsed for a in load.answers()
                    if a.t1 >= marks["t_event"]), default=0.0)
+    rep = marks.get("t_reported")
     fig = {"event": what, "failed answers": nfail,
-           "first success": took, "gap": gap, "slowest": slowest}
+           "first success": took, "gap": gap, "slowest": slowest,
+           "after report": after_rep,
+           "reported": rep - marks["t_event"] if rep is not None else None}
     diag = ["first success%s %s after the event, %s after the last write "
-            "on the old primary (target <= %.0fs after %s); %d answers "
-            "not 201; slowest answer %.2fs (bound %.0fs)" % (
+            "on the old primary, %s after Patroni reported the new "
+            "primary (%s after the event) (target <= %.0fs after %s); %d "
+            "answers not 201; slowest answer %.2fs (bound %.0fs)" % (
                 " on the new primary (%s)" % new.name if new else "",
                 "%.2fs" % took if took is not None else "never",
-                "%.2fs" % gap if gap is not None else "-", target,
-                "the event" if basis == "event" else "that write", nfail,
+                "%.2fs" % gap if gap is not None else "-",
+                "%.2fs" % after_rep if after_rep is not None else "-",
+                "%.2fs" % fig["reported"] if rep is not None else "-",
+                target, {"event": "the event", "gap": "that write",
+                         "reported": "the report"}[basis], nfail,
                 slowest, SLOWEST)]
     sc.report(cid, measured is not None and measured <= target and
               slowest <= SLOWEST, diag)
@@ -454,11 +478,16 @@ def event_checks(ctx, sc, load, marks, what, old=None, new=None):
     ctx.figures.append(fig)
     ctx.loads.append(load)
     ctx.tap.note("figures: %s: lost %d, duplicated %d, 5xx other than 503 "
-                 "%d, first success %s after the event (write gap %s, %d "
-                 "answers not 201, slowest %.2fs)" % (
+                 "%d, first success %s after the event, %s after Patroni "
+                 "reported the new primary (reported %s after the event; "
+                 "write gap %s, %d answers not 201, slowest %.2fs)" % (
                      what, lost, dup, n500,
                      "%.2fs" % fig["first success"]
                      if fig["first success"] is not None else "never",
+                     "%.2fs" % fig["after report"]
+                     if fig["after report"] is not None else "-",
+                     "%.2fs" % fig["reported"]
+                     if fig["reported"] is not None else "-",
                      "%.2fs" % fig["gap"] if fig["gap"] is not None
                      else "-", fig["failed answers"], fig["slowest"]))
 
@@ -467,12 +496,18 @@ def e_switchover(ctx, sc):
     old = ctx.ha.primary()
     out = {}
 
+    watch = patroni.PrimaryWatch(ctx.ha, old)
+
     def event():
-        rc, text = ctx.ha.patronictl("switchover", "--force")
+        watch.start()
+        rc, text = ctx.ha.patronictl("switchover", "--force", timeout=240)
         out.update(rc=rc, text=text)
+        # the load runs on until Patroni reports the new primary
+        watch.wait()
+        return {"t_reported": watch.t_reported}
     load = Load(ctx, "sw")
     marks = load.run(event)
-    ctx.ha.wait_healthy(3, 60)
+    ctx.ha.wait_healthy(3)
     new = ctx.ha.primary()
     ok = out.get("rc") == 0 and new is not None and new is not old
     sc.report("1", ok, ["patronictl switchover exit %s; primary %s -> %s"
@@ -485,9 +520,18 @@ def e_switchover(ctx, sc):
 def e_failover(ctx, sc):
     old = ctx.ha.primary()
     sync = ctx.ha.sync_standby()
+    watch = patroni.PrimaryWatch(ctx.ha, old)
+
+    def event():
+        watch.start()
+        old.kill9()
+        # Patroni's election (the leader key's ttl, then its loop): the
+        # load runs on until it reports the new primary
+        watch.wait()
+        return {"t_reported": watch.t_reported}
     load = Load(ctx, "fo")
-    marks = load.run(old.kill9)
-    ctx.ha.wait_healthy(2, 60)
+    marks = load.run(event)
+    ctx.ha.wait_healthy(2)
     new = ctx.ha.primary()
     left = old.postmaster_pid() is None and not old.alive()
     now_sync = ctx.ha.sync_standby()
@@ -559,6 +603,120 @@ def e_overall(ctx, sc):
         "unknown keys" % (lost, dup, len(stray))])
 
 
+# --- two app hosts' completers on the shared store -------------------------
+
+COMPLETER_RECORDS = 6       # abandoned records, three per completer
+
+
+def canonical(doc):
+    """RFC 8785 for what these bodies hold (ASCII strings, integers)."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def abandoned_records(db, tid, label, n):
+    """n phased records of tenant tid as an owner killed after
+    'payment_created' leaves them: in progress at that point, unleased,
+    never attempted, with their pending payment.  The fingerprint is the
+    app's: SHA-256 of method, path and canonical body, NUL-separated.
+    [(key, record id, payment id)]."""
+    out = []
+    for i in range(n):
+        key = "%s-%s-%d" % (label, F.RUN, i)
+        body = canonical({"amount": 700 + i, "currency": "eur",
+                          "description": key})
+        fpr = hashlib.sha256(b"POST\0" + F.PAY.encode() + b"\0" +
+                             body.encode()).hexdigest()
+        rid = db.int(
+            "insert into idempotency_keys (api_key_id, key, request_method, "
+            "request_path, request_fingerprint, state, recovery_point, "
+            "request_body, expires_at) values (%d, %s, 'POST', %s, "
+            "decode(%s, 'hex'), 'in_progress', 'payment_created', "
+            "convert_to(%s, 'UTF8'), now() + interval '7 days') returning id"
+            % (tid, q(key), q(F.PAY), q(fpr), q(body)))
+        pid = "pay_ha_%s_%d" % (F.RUN, i)
+        db.run("insert into payments (id, api_key_id, amount, currency, "
+               "status, description, idem_key_id) values (%s, %d, %d, "
+               "'eur', 'pending', %s, %d)" % (q(pid), tid, 700 + i, q(key),
+                                              rid))
+        out.append((key, rid, pid))
+    return out
+
+
+def e_completers(ctx, sc):
+    """Each app host runs its completer (payments.fcgi complete, with its
+    own config plus the acquirer, so that the create is phased) at the same
+    time on the shared store: both inside an acquirer call at once, on
+    different records; every record attempted once, charged once."""
+    import lcenv
+    sim = lcenv.Simulator(os.path.join(ctx.srcdir, "tests", "acquirer",
+                                       "acquirer.py"),
+                          os.path.join(ctx.fx.tmp, "acquirer.log"))
+    try:
+        db = ctx.primary_db()
+        cdb = _ConnDB(ctx.ha.conninfo("postgres", CONN_OPTS))
+        _, tid = ctx.fx.tenant(cdb, "ha-c-%s" % F.RUN)
+        recs = abandoned_records(db, tid, "ha-c", COMPLETER_RECORDS)
+        confs = []
+        for app in ctx.apps:
+            conf = app.conf.replace(".ini", "-completer.ini")
+            with open(app.conf) as f:
+                text = f.read()
+            with open(conf, "w") as f:
+                f.write(text + "\n[payments]\nacquirer_url = %s\n" % sim.url)
+            os.chmod(conf, 0o644)
+            confs.append(conf)
+        st0 = sim.stats()
+        sim.control("hold", count=2)
+        per = COMPLETER_RECORDS // len(confs)
+        procs = [subprocess.Popen([ctx.fx.app_bin, "-c", c, "complete",
+                                   str(per)], stdin=subprocess.DEVNULL,
+                                  env=dict(os.environ,
+                                           **ctx.fx.app_env),
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE) for c in confs]
+        both = False
+        try:
+            fx.wait_until("both completers inside an acquirer call",
+                          lambda: sim.stats()["held"] >= st0["held"] + 2,
+                          30, 0.05)
+            both = True
+            leased = db.int("select count(*) from idempotency_keys where "
+                            "api_key_id = %d and lease_until > now()" % tid)
+        finally:
+            sim.release()
+            outs = []
+            for p in procs:
+                o, e = p.communicate(timeout=120)
+                outs.append((p.returncode, o.decode().strip(),
+                             e.decode(errors="replace").strip()[-300:]))
+        sc.report("1", both and leased == 2, [
+            "both completers held in an acquirer call at once: %s; records "
+            "leased then: %d (want 2)" % (both, leased if both else -1)])
+        st = sim.stats()
+        rows = db.rows("select key, state, response_status, attempts from "
+                       "idempotency_keys where api_key_id = %d order by key"
+                       % tid)
+        pays = db.rows("select id, status, acquirer_charge from payments "
+                       "where api_key_id = %d order by id" % tid)
+        want_out = "completed %d keys, 0 left" % per
+        bad = [r for r in rows if (r["state"], r["response_status"],
+                                   r["attempts"]) != ("completed", 201, 1)]
+        ok = all((rc, o) == (0, want_out) for rc, o, _ in outs) and \
+            len(rows) == COMPLETER_RECORDS and not bad and \
+            st["charges"] - st0["charges"] == COMPLETER_RECORDS and \
+            st["conflicts"] == st0["conflicts"] and \
+            [p["status"] for p in pays] == ["succeeded"] * COMPLETER_RECORDS
+        sc.report("2", ok, [
+            "completers: %s (want exit 0, %r each)" % (outs, want_out),
+            "records not completed 201 after exactly one attempt: %s" % bad,
+            "acquirer charges %d (want %d), conflicts %d; payments %s" % (
+                st["charges"] - st0["charges"], COMPLETER_RECORDS,
+                st["conflicts"] - st0["conflicts"],
+                [p["status"] for p in pays])])
+    finally:
+        sim.stop()
+
+
 EVENT_CHECKS = [
     ("2", "every answer a 201 (a key's later 201s replays of its first) "
           "or an honest 503/409 with Retry-After: no 500, no 502"),
@@ -581,6 +739,13 @@ EVENTS = [
         ("1", "both instances served; retries of a key crossed instances"),
         ("2", "every acknowledged effect of the run is on the final "
               "primary, once"),
+    ]),
+    (5, "completers of two app hosts", e_completers, [
+        ("1", "the two hosts' completers, started together, run different "
+              "records at the same time (both held in an acquirer call, "
+              "each record leased by one)"),
+        ("2", "every abandoned record completed 201 after exactly one "
+              "attempt, charged once, its payment succeeded"),
     ]),
 ]
 
@@ -653,6 +818,7 @@ def main():
     sys.path.insert(0, HERE)
     sys.path.insert(0, os.path.join(srcdir, "tests", "faults"))
     sys.path.insert(0, os.path.join(srcdir, "tests", "integration"))
+    sys.path.insert(0, os.path.join(srcdir, "tests", "lifecycle"))
     global fx, hc, q, F, patroni, harness
     import fx                   # noqa: F811
     import hc                   # noqa: F811
@@ -667,9 +833,10 @@ def main():
     signal.signal(signal.SIGHUP, on_signal)
 
     def on_alarm(sig, frame):
-        raise TimeoutError("the whole run took longer than 300 s")
+        raise TimeoutError("the whole run took longer than 390 s")
     signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(300)
+    # tests/run gives the suite 400 s: end (and clean up) before that
+    signal.alarm(390)
 
     tap = F.Tap()
     tmp = tempfile.mkdtemp(prefix="idem-ha.")

@@ -125,6 +125,11 @@ test_defaults(void)
 	TAP_OK(cfg.lock_timeout_ms == 10000, "default lease 10s");
 	TAP_OK(cfg.evict_interval_ms == 300000, "default evict_interval 5m");
 	TAP_OK(cfg.evict_batch == 10000, "default evict_batch 10000");
+	TAP_OK(cfg.completer_max_attempts == 10 &&
+	    cfg.completer_max_age_ms == 86400000LL &&
+	    cfg.completer_backoff_ms == 10000 &&
+	    cfg.completer_backoff_max_ms == 600000,
+	    "default completer_* 10, 24h, 10s, 10m");
 	TAP_STREQ(cfg.metrics_allow, "127.0.0.1", "default metrics allow");
 	TAP_OK(cfg.routes == NULL && cfg.app == NULL, "no routes, no app keys");
 
@@ -212,6 +217,12 @@ test_full(void)
 	TAP_OK(cfg.pool_size == 1024, "pool_size 1024");
 	GOOD("[idempotency]\nevict_batch = 1000000\n");
 	TAP_OK(cfg.evict_batch == 1000000, "evict_batch 1000000");
+	GOOD("[idempotency]\ncompleter_max_attempts = 0\n"
+	    "completer_backoff = 250ms\ncompleter_backoff_max = 1h\n");
+	TAP_OK(cfg.completer_max_attempts == 0 &&
+	    cfg.completer_backoff_ms == 250 &&
+	    cfg.completer_backoff_max_ms == 3600000LL,
+	    "completer_max_attempts 0, backoff 250ms, backoff_max 1h");
 	GOOD("[metrics]\nallow = ::1\n");
 	TAP_STREQ(cfg.metrics_allow, "::1", "allow ::1");
 	GOOD("[metrics]\nallow = 10.0.0.1,192.168.1.2 , fe80::1,::ffff:1.2.3.4\n");
@@ -325,6 +336,10 @@ test_errors(void)
 	BAD("[idempotency]\nevict_interval = -5m\n", 2, "evict_interval");
 	BAD("[idempotency]\nevict_batch = 0\n", 2, "from 1 to 1000000");
 	BAD("[idempotency]\nevict_batch = 1000001\n", 2, "from 1 to 1000000");
+	BAD("[idempotency]\ncompleter_max_attempts = -1\n", 2,
+	    "from 0 to 1000000");
+	BAD("[idempotency]\ncompleter_backoff = soon\n", 2,
+	    "completer_backoff must be a duration");
 	BAD("[metrics]\nallow = localhost\n", 2, "allow must be");
 	BAD("[metrics]\nallow = 127.0.0.1,,::1\n", 2, "allow must be");
 	BAD("[metrics]\nallow = 127.0.0.1,\n", 2, "allow must be");
