@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "peer.h"
 
 #define CFG_LINE_MAX	4096
 #define CFG_FILE_MAX	((size_t)1 << 20)
@@ -67,6 +68,7 @@ enum cfg_type {
 	T_CHOICE,	/* char *, one of choices ("a|b|c") */
 	T_ADDRS,	/* char *, comma-separated IP addresses */
 	T_URIBASE,	/* char *, a URI (reference) ending in '/' */
+	T_MODE,		/* unsigned, a socket file's octal mode */
 };
 
 struct cfg_key {
@@ -108,6 +110,14 @@ static const struct cfg_key cfg_keys[] = {
 	{ S_IDEM, "evict_batch", T_LONG, OFF(evict_batch), 1, 1000000, NULL },
 	{ S_METRICS, "allow", T_ADDRS, OFF(metrics_allow), 0, 0, NULL },
 	{ S_METRICS, "listen", T_STR, OFF(metrics_listen), 0, 0, NULL },
+	{ S_SERVER, "allow", T_ADDRS, OFF(allow), 0, 0, NULL },
+	{ S_SERVER, "socket_mode", T_MODE, OFF(socket_mode), 0, 0, NULL },
+	{ S_SERVER, "socket_group", T_STR, OFF(socket_group), 0, 0, NULL },
+	{ S_METRICS, "socket_mode", T_MODE, OFF(metrics_socket_mode), 0, 0,
+	    NULL },
+	{ S_METRICS, "socket_group", T_STR, OFF(metrics_socket_group), 0, 0,
+	    NULL },
+	{ S_METRICS, "allow_uid", T_STR, OFF(metrics_allow_uid), 0, 0, NULL },
 };
 #define NKEYS	(sizeof(cfg_keys) / sizeof(cfg_keys[0]))
 
@@ -224,6 +234,9 @@ idem_cfg_init(struct idem_cfg *cfg)
 	cfg->evict_interval_ms = 5 * MS_MINUTE;
 	cfg->evict_batch = 10000;
 	cfg->metrics_allow = strdup("127.0.0.1");
+	/* Owner and group: the web server's user joins the group. */
+	cfg->socket_mode = 0660;
+	cfg->metrics_socket_mode = 0660;
 }
 
 static enum cfg_sect
@@ -518,6 +531,11 @@ set_builtin(struct parse *ps, const struct cfg_key *k, const char *v)
 			*(unsigned *)(void *)base = (unsigned)n;
 		else
 			*(long *)(void *)base = (long)n;
+		return 0;
+	case T_MODE:
+		if (idem_peer_parse_mode(v, (unsigned *)(void *)base) == -1)
+			return perr(ps, ps->line, "%s must be an octal file "
+			    "mode such as 0660, at most 0777", k->name);
 		return 0;
 	case T_SIZE:
 		if (idem_parse_size(v, &sz) == -1 ||
@@ -1107,6 +1125,10 @@ idem_cfg_free(struct idem_cfg *cfg)
 	free(cfg->conninfo);
 	free(cfg->metrics_allow);
 	free(cfg->metrics_listen);
+	free(cfg->allow);
+	free(cfg->socket_group);
+	free(cfg->metrics_socket_group);
+	free(cfg->metrics_allow_uid);
 	free(cfg->file);
 	for (r = cfg->routes; r != NULL; r = rn) {
 		rn = r->next;
