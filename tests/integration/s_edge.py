@@ -14,23 +14,26 @@ PROBLEM_BASE = "/problems/"
 
 # Per fixture: the status the server itself answers, or None where it
 # passes the request on to the app (then the app's answer is checked).
-#   header64k: a 64 KiB header field; del: a DEL byte in a header value;
+#   body: Content-Length 64 MiB; header64k: a 64 KiB header field; del: a DEL byte in a header value;
 #   http99: "HTTP/9.9"; down: a mount of the fixture's config whose
 #   backend is not running (the sample's error pages apply to it too).
 EDGE = {
-    "lighttpd":           {"header64k": 431, "del": 400, "http99": 505,
+    "lighttpd":           {"body": 413, "header64k": 431, "del": 400, "http99": 505,
                            "down": 503},
-    "lighttpd-spawnfcgi": {"header64k": 431, "del": 400, "http99": 505,
+    "lighttpd-spawnfcgi": {"body": 413, "header64k": 431, "del": 400, "http99": 505,
                            "down": 503},
     # nginx says 494 for too large headers; the sample answers it as 431.
     # It passes a DEL byte in a header value on to the app.
-    "nginx":              {"header64k": 431, "del": None, "http99": 505,
+    "nginx":              {"body": 413, "header64k": 431, "del": None, "http99": 505,
                            "down": 502},
     # Apache says 400 (not 431) for a too large header field and passes
-    # HTTP/9.9 on to the app.
-    "apache-proxy":       {"header64k": 400, "del": 400, "http99": None,
+    # HTTP/9.9 on to the app.  A Content-Length over LimitRequestBody is
+    # not answered 413 by Apache before the body: mod_fcgid hands the
+    # request to the app (which answers), mod_proxy_fcgi streams the body
+    # to the app and waits for the client's.
+    "apache-proxy":       {"body": None, "header64k": 400, "del": 400, "http99": None,
                            "down": 503},
-    "apache-fcgid":       {"header64k": 400, "del": 400, "http99": None,
+    "apache-fcgid":       {"body": None, "header64k": 400, "del": 400, "http99": None,
                            "down": None},
 }
 SLUG = {400: "bad-request", 413: "payload-too-large", 431:
@@ -68,8 +71,12 @@ def head_like_get(t, path, token=None):
     for name in ("Content-Type", "Content-Length"):
         t.expect_eq(h.header(name), g.header(name),
                     "HEAD %s %s (the GET's)" % (path, name))
-    t.expect_eq(h.header("Content-Length"), str(len(g.body)),
-                "HEAD %s Content-Length vs the GET's body" % path)
+    # Apache's mod_proxy_fcgi answers both chunked, without the app's
+    # Content-Length; elsewhere it is the GET body's length.
+    if g.header("Content-Length") is not None or \
+            t.env.fixture != "apache-proxy":
+        t.expect_eq(h.header("Content-Length"), str(len(g.body)),
+                    "HEAD %s Content-Length vs the GET's body" % path)
     return g
 
 
@@ -92,6 +99,17 @@ def _(t):
                 "GET an unknown payment")
     t.expect_eq(head_like_get(t, "/v1/payments", NO_AUTH).status, 401,
                 "GET /v1/payments without credentials")
+    if t.env.fcgi_addr:
+        # The app's own answer, whatever the server makes of it.
+        g = t.fcgi(t.fcgi_params("GET", "/healthz", token=NO_AUTH))
+        h = t.fcgi(t.fcgi_params("HEAD", "/healthz", token=NO_AUTH))
+        t.expect(h.status == g.status == 200 and h.body == b"" and
+                 h.header("Content-Length") == str(len(g.body)) and
+                 g.header("Content-Length") == str(len(g.body)),
+                 "the app's HEAD /healthz on its socket: 200, "
+                 "Content-Length %r (GET: %r, %d bytes), body %r"
+                 % (h.header("Content-Length"), g.header("Content-Length"),
+                    len(g.body), h.body[:50]))
 
 
 @check("405 on a GET route lists HEAD in Allow")
@@ -102,13 +120,28 @@ def _(t):
 
 
 @check("a body over the web server's limit (Content-Length 64 MiB) -> "
-       "413 problem+json from the sample's page")
+       "413 problem+json from the sample's page (Apache mod_fcgid: the "
+       "app answers, problem+json)")
 def _(t):
-    r = t.raw(("POST /v1/payments HTTP/1.1\r\nHost: %s\r\n"
-               "Content-Type: application/json\r\n"
-               "Content-Length: %d\r\nConnection: close\r\n\r\n"
-               % (t.env.host, 64 << 20)).encode() + b"{" * 4096)
-    server_problem(t, r, 413)
+    want = edge(t, "body")
+    try:
+        r = t.raw(("POST /v1/payments HTTP/1.1\r\nHost: %s\r\n"
+                   "Content-Type: application/json\r\n"
+                   "Content-Length: %d\r\nConnection: close\r\n\r\n"
+                   % (t.env.host, 64 << 20)).encode() + b"{" * 4096,
+                  timeout=5 if want is None else 20)
+    except OSError as e:
+        if want is not None:
+            raise
+        t.skip("%s answers nothing before the whole body (%r): it streams "
+               "the body to the app" % (t.env.fixture, e))
+    if want is None:
+        t.answered_by("the app")
+        t.expect(400 <= r.status < 500, "a 4xx: %d" % r.status)
+        t.expect_eq((r.header("Content-Type") or "").split(";")[0],
+                    "application/problem+json", "Content-Type")
+        return
+    server_problem(t, r, want)
 
 
 @check("a 64 KiB header field -> 431 (Apache: 400) problem+json from the "

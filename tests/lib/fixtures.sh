@@ -381,7 +381,7 @@ _fx_apache_start() {
 		    '<VirtualHost *:80>' "<VirtualHost *:$port>" \
 		    '/usr/local/share/idem/errors/' "$FX_SAMPLES/errors/" \
 		    '	ProxyPass "/.idem-errors/" "!"' "	ProxyPass \"/.idem-errors/\" \"!\"
-	ProxyPass \"/.idem-test-down/\" \"unix:$a/down.sock|fcgi://localhost/\"" \
+	ProxyPass \"/.idem-test-down/\" \"unix:$a/down.sock|fcgi://down.invalid/\"" \
 		    '"unix:/run/payments/payments.sock|' "\"unix:$FX_FCGI|" || return 1
 	else
 		_fx_app_argv "$app" || return 1
