@@ -402,10 +402,15 @@ answer(idem_app *app, struct mconn *c)
 {
 	struct idem_buf	 b = { 0 };
 	PGconn		*db;
-	int		 status = 404;
+	int		 status = 404, head;
+	size_t		 m;
 
-	if (strncmp(c->head, "GET /metrics", 12) == 0 &&
-	    (c->head[12] == ' ' || c->head[12] == '?')) {
+	/* GET, and HEAD: the same head without the body (RFC 9110 9.3.2). */
+	head = strncmp(c->head, "HEAD ", 5) == 0;
+	m = head ? 5 : 4;
+	if ((head || strncmp(c->head, "GET ", 4) == 0) &&
+	    strncmp(c->head + m, "/metrics", 8) == 0 &&
+	    (c->head[m + 8] == ' ' || c->head[m + 8] == '?')) {
 		db = idem_pool_acquire(app->pool,
 		    app->cfg.acquire_timeout_ms, NULL);
 		render(app, db, &b);
@@ -419,7 +424,7 @@ answer(idem_app *app, struct mconn *c)
 	    status == 200 ? "OK" : "Not Found", status == 200 ?
 	    "text/plain; version=0.0.4" : "text/plain",
 	    (unsigned long)b.len);
-	if (b.p != NULL)
+	if (b.p != NULL && !head)
 		idem_buf_add(&c->out, b.p, b.len);
 	idem_buf_free(&b);
 	if (c->out.p == NULL)		/* out of memory: close */

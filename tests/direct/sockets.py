@@ -320,6 +320,15 @@ def main():
            got[:100])
         for s in idle:
             s.close()
+    # HEAD /metrics: the GET's head, no body.
+    got, end = tcp_exchange(mport, "127.0.0.1",
+                            b"HEAD /metrics HTTP/1.0\r\n\r\n")
+    head, _, body = got.partition(b"\r\n\r\n")
+    m = re.search(rb"Content-Length: (\d+)", head)
+    ok(head.startswith(b"HTTP/1.1 200") and m is not None and
+       int(m.group(1)) > 1000 and body == b"",
+       "HEAD /metrics: 200, the GET's Content-Length (%s), no body (%d "
+       "bytes)" % (m.group(1).decode() if m else None, len(body)), got[:200])
     # A refused address: closed at accept, before reading.
     got, end = tcp_exchange(mport, "127.0.0.3",
                             b"GET /metrics HTTP/1.0\r\n\r\n")
