@@ -35,6 +35,8 @@
 #include <unistd.h>
 
 #include "private.h"	/* idem_log: a deprecated key is warned of */
+#include "internal.h"
+#include "peer.h"
 
 #define CFG_LINE_MAX	4096
 #define CFG_FILE_MAX	((size_t)1 << 20)
@@ -67,6 +69,7 @@ enum cfg_type {
 	T_CHOICE,	/* char *, one of choices ("a|b|c") */
 	T_ADDRS,	/* char *, comma-separated IP addresses */
 	T_URIBASE,	/* char *, a URI (reference) ending in '/' */
+	T_MODE,		/* unsigned, a socket file's octal mode */
 };
 
 struct cfg_key {
@@ -121,6 +124,14 @@ static const struct cfg_key cfg_keys[] = {
 	    OFF(completer_backoff_max_ms), 0, 0, NULL },
 	{ S_METRICS, "allow", T_ADDRS, OFF(metrics_allow), 0, 0, NULL },
 	{ S_METRICS, "listen", T_STR, OFF(metrics_listen), 0, 0, NULL },
+	{ S_SERVER, "allow", T_ADDRS, OFF(allow), 0, 0, NULL },
+	{ S_SERVER, "socket_mode", T_MODE, OFF(socket_mode), 0, 0, NULL },
+	{ S_SERVER, "socket_group", T_STR, OFF(socket_group), 0, 0, NULL },
+	{ S_METRICS, "socket_mode", T_MODE, OFF(metrics_socket_mode), 0, 0,
+	    NULL },
+	{ S_METRICS, "socket_group", T_STR, OFF(metrics_socket_group), 0, 0,
+	    NULL },
+	{ S_METRICS, "allow_uid", T_STR, OFF(metrics_allow_uid), 0, 0, NULL },
 };
 #define NKEYS	(sizeof(cfg_keys) / sizeof(cfg_keys[0]))
 
@@ -243,6 +254,9 @@ idem_cfg_init(struct idem_cfg *cfg)
 	cfg->completer_backoff_ms = 10 * MS_SECOND;
 	cfg->completer_backoff_max_ms = 10 * MS_MINUTE;
 	cfg->metrics_allow = strdup("127.0.0.1");
+	/* Owner and group: the web server's user joins the group. */
+	cfg->socket_mode = 0660;
+	cfg->metrics_socket_mode = 0660;
 }
 
 static enum cfg_sect
@@ -537,6 +551,11 @@ set_builtin(struct parse *ps, const struct cfg_key *k, const char *v)
 			*(unsigned *)(void *)base = (unsigned)n;
 		else
 			*(long *)(void *)base = (long)n;
+		return 0;
+	case T_MODE:
+		if (idem_peer_parse_mode(v, (unsigned *)(void *)base) == -1)
+			return perr(ps, ps->line, "%s must be an octal file "
+			    "mode such as 0660, at most 0777", k->name);
 		return 0;
 	case T_SIZE:
 		if (idem_parse_size(v, &sz) == -1 ||
@@ -1225,6 +1244,10 @@ idem_cfg_free(struct idem_cfg *cfg)
 	free(cfg->conninfo);
 	free(cfg->metrics_allow);
 	free(cfg->metrics_listen);
+	free(cfg->allow);
+	free(cfg->socket_group);
+	free(cfg->metrics_socket_group);
+	free(cfg->metrics_allow_uid);
 	free(cfg->file);
 	for (r = cfg->routes; r != NULL; r = rn) {
 		rn = r->next;

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "private.h"
+#include "peer.h"
 
 #define READ_CHUNK	16384
 
@@ -49,6 +50,8 @@ struct idem_conns {
 	struct conn	*all;
 	struct conn	*qhead, *qtail;
 	struct idem_fcgi_limits lim;
+	const char	*allow;		/* TCP peers allowed, NULL: any */
+	atomic_ullong	 refused;	/* peers refused so far */
 };
 
 static long long
@@ -72,6 +75,8 @@ idem_conns_new(idem_app *app, int ep)
 	cs->lim.max_params = app->cfg.max_params;
 	cs->lim.max_body = app->cfg.max_body;
 	cs->lim.max_conns = app->cfg.threads;
+	cs->allow = idem_peer_server_list(app->cfg.allow,
+	    getenv("FCGI_WEB_SERVER_ADDRS"));
 	pthread_mutex_init(&cs->mu, NULL);
 	return cs;
 }
@@ -286,13 +291,30 @@ conn_run(struct idem_conns *cs, struct conn *c)
 void
 idem_conns_accept(struct idem_conns *cs, int listen_fd)
 {
+	struct sockaddr_storage	 ss;
+	socklen_t	 sl = sizeof(ss);
 	struct timeval	 tv;
 	struct conn	*c;
 	long long	 ms = cs->app->cfg.read_timeout_ms;
+	char		 peer[80];
 	int		 fd;
 
-	if ((fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC)) == -1)
+	if ((fd = accept4(listen_fd, (struct sockaddr *)&ss, &sl,
+	    SOCK_CLOEXEC)) == -1)
 		return;		/* another process or worker took it */
+	/* [server] allow: a peer not allowed never gets a byte read. */
+	if (idem_peer_allowed(cs->allow, (struct sockaddr *)&ss, sl) !=
+	    IDEM_PEER_ALLOW) {
+		idem_metrics_rejected(cs->app, IDEM_FCGI_PEER);
+		if (idem_peer_log_due(atomic_fetch_add(&cs->refused, 1) + 1)) {
+			peer_name(fd, peer, sizeof(peer));
+			idem_log(IDEM_LOG_WARN, "runtime: connection from %s "
+			    "refused: not in [server] allow (%llu so far)",
+			    peer, atomic_load(&cs->refused));
+		}
+		close(fd);
+		return;
+	}
 	if ((c = calloc(1, sizeof(*c))) == NULL) {
 		close(fd);
 		return;

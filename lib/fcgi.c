@@ -42,6 +42,7 @@ static const char *const reasons[IDEM_FCGI_REJECT__COUNT] = {
 	[IDEM_FCGI_UNSUPPORTED_ROLE] = "unsupported_role",
 	[IDEM_FCGI_MULTIPLEXED] = "multiplexed",
 	[IDEM_FCGI_READ_TIMEOUT] = "read_timeout",
+	[IDEM_FCGI_PEER] = "peer",
 };
 
 const char *

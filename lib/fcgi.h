@@ -33,6 +33,8 @@ enum idem_fcgi_rc {
 	IDEM_FCGI_MULTIPLEXED,		/* a second request at once */
 	IDEM_FCGI_READ_TIMEOUT,		/* (the runtime's: no whole request
 					 * within [server] read_timeout) */
+	IDEM_FCGI_PEER,			/* (the listeners': a peer not allowed,
+					 * closed before a byte is read) */
 	IDEM_FCGI_REJECT__COUNT
 };
 

@@ -327,6 +327,13 @@ struct idem_cfg {
 	/* [metrics] */
 	char			*metrics_allow;		/* "127.0.0.1" */
 	char			*metrics_listen;	/* NULL: on the main socket */
+	unsigned		 metrics_socket_mode;	/* 0660 */
+	char			*metrics_socket_group;	/* NULL: the process's */
+	char			*metrics_allow_uid;	/* NULL: any uid */
+	/* [server], guards of the listening socket */
+	char			*allow;			/* NULL: any peer */
+	unsigned		 socket_mode;		/* 0660 */
+	char			*socket_group;		/* NULL: the process's */
 	/* [route "METHOD /path"] */
 	struct idem_cfg_route	*routes;
 	/* application sections */

@@ -15,10 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include "private.h"
 #include "heartbeat.h"
+#include "peer.h"
 
 /* Requests: sub-millisecond to seconds. */
 static const double req_bounds[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01,
@@ -52,6 +54,7 @@ struct idem_metrics {
 	atomic_llong	 janitor_ok;	/* Unix time of the last good run */
 	atomic_ullong	 rejected[IDEM_FCGI_REJECT__COUNT];	/* by reason */
 	atomic_ullong	 waits[IDEM_WAIT__COUNT];	/* Prefer: wait */
+	atomic_ullong	 metrics_refused;	/* peers of [metrics] listen */
 	struct idem_metrics_srv *srv;	/* [metrics] listen, or NULL */
 };
 
@@ -236,8 +239,9 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 		}
 	}
 	idem_buf_adds(b, "# HELP idem_connections_rejected_total FastCGI "
-	    "connections closed for their input (malformed, over a limit) or "
-	    "for a request not whole within read_timeout.\n"
+	    "connections closed for their input (malformed, over a limit), "
+	    "for a request not whole within read_timeout, or for a peer not "
+	    "allowed (peer; metrics_peer: on [metrics] listen).\n"
 	    "# TYPE idem_connections_rejected_total counter\n");
 	for (i = 0; i < IDEM_FCGI_REJECT__COUNT; i++)
 		idem_buf_addf(b, "idem_connections_rejected_total{reason=\"%s\"} "
@@ -256,6 +260,8 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	    "for the first request with their key (at most max_waiters).\n"
 	    "# TYPE idem_prefer_waiters gauge\nidem_prefer_waiters %d\n",
 	    atomic_load(&app->waiters));
+	idem_buf_addf(b, "idem_connections_rejected_total{reason="
+	    "\"metrics_peer\"} %llu\n", atomic_load(&m->metrics_refused));
 	idem_buf_addf(b, "# HELP idem_keys_evicted_total Expired keys "
 	    "evicted by this process.\n# TYPE idem_keys_evicted_total counter\n"
 	    "idem_keys_evicted_total %llu\n", atomic_load(&m->evicted));
@@ -361,92 +367,102 @@ idem_metrics_handler(idem_req *req, void *arg)
 /*
  * [metrics] listen: GET /metrics as plain HTTP on a socket of its own, for
  * Prometheus to scrape directly, off the path the web server proxies.  One
- * thread, one connection at a time, each bounded in time; the peer's
- * address (its own, not a header) must be in [metrics] allow, except on a
- * unix socket, where the file's mode decides.
+ * thread polls the listener and up to SRV_CONNS connections, each with
+ * HTTP_IO_MS to send its head and take its answer.  The peer is checked
+ * at accept, before a byte is read: on TCP its address ([metrics] allow),
+ * on a unix socket its uid (SO_PEERCRED, [metrics] allow_uid) besides the
+ * file's mode and group.  An idle connection costs a slot and no time:
+ * when every slot is taken, the oldest connection still owing its head
+ * makes room, so idle peers cannot keep a scrape out.
  */
 #define HTTP_HEAD_MAX	8192
 #define HTTP_IO_MS	2000
+#define SRV_CONNS	32
+
+struct mconn {
+	int		 fd;		/* -1: free slot */
+	long long	 until_us;	/* head and answer due by then */
+	size_t		 n;		/* head bytes read */
+	struct idem_buf	 out;		/* the answer, once the head is in */
+	size_t		 off;		/* bytes of out written */
+	char		 head[HTTP_HEAD_MAX + 1];
+};
 
 struct idem_metrics_srv {
 	idem_app	*app;
 	int		 fd;
 	int		 wake[2];
 	pthread_t	 th;
+	char		*allow_uid;	/* numeric uids, or NULL: any */
+	unsigned long long refused;
+	struct mconn	 c[SRV_CONNS];
 };
 
-static int
-peer_allowed(const idem_app *app, int fd)
+static void
+mconn_close(struct mconn *c)
 {
-	struct sockaddr_storage	 ss;
-	socklen_t		 sl = sizeof(ss);
-	char			 a[INET6_ADDRSTRLEN] = "";
+	close(c->fd);
+	c->fd = -1;
+	idem_buf_free(&c->out);
+	memset(&c->out, 0, sizeof(c->out));
+}
 
-	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == -1)
-		return 0;
-	if (ss.ss_family == AF_UNIX)
-		return 1;
-	if (ss.ss_family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, a,
-		    sizeof(a));
-	else if (ss.ss_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr,
-		    a, sizeof(a));
-	return idem_addr_allowed(app->cfg.metrics_allow, a);
+/* A peer allowed to connect at all, told from accept()'s address. */
+static int
+peer_ok(struct idem_metrics_srv *srv, int fd, const struct sockaddr *sa,
+    socklen_t sl)
+{
+	struct ucred	cr;
+	socklen_t	cl = sizeof(cr);
+
+	if (sa->sa_family == AF_UNIX)
+		return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 &&
+		    idem_uid_allowed(srv->allow_uid, cr.uid, geteuid()) ==
+		    IDEM_PEER_ALLOW;
+	return idem_peer_allowed(srv->app->cfg.metrics_allow, sa, sl) ==
+	    IDEM_PEER_ALLOW;
 }
 
 static void
-write_all(int fd, const char *p, size_t n)
+refuse(struct idem_metrics_srv *srv, int fd, const struct sockaddr *sa)
 {
-	ssize_t	k;
+	struct ucred	cr;
+	socklen_t	cl = sizeof(cr);
+	char		a[INET6_ADDRSTRLEN] = "?";
 
-	while (n > 0) {
-		if ((k = write(fd, p, n)) == -1 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return;
-		p += k;
-		n -= (size_t)k;
+	atomic_fetch_add(&srv->app->metrics->metrics_refused, 1);
+	if (idem_peer_log_due(++srv->refused)) {
+		if (sa->sa_family == AF_UNIX &&
+		    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0)
+			snprintf(a, sizeof(a), "uid %u", (unsigned)cr.uid);
+		else if (sa->sa_family == AF_INET)
+			inet_ntop(AF_INET, &((const struct sockaddr_in *)
+			    (const void *)sa)->sin_addr, a, sizeof(a));
+		else if (sa->sa_family == AF_INET6)
+			inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)
+			    (const void *)sa)->sin6_addr, a, sizeof(a));
+		idem_log(IDEM_LOG_WARN, "metrics: connection from %s refused: "
+		    "not in [metrics] allow%s (%llu so far)", a,
+		    sa->sa_family == AF_UNIX ? "_uid" : "", srv->refused);
 	}
+	close(fd);
 }
 
-/* Read the request head, within HTTP_IO_MS: 0, or -1. */
-static int
-read_head(int fd, char *head, size_t max)
-{
-	struct pollfd	 p = { fd, POLLIN, 0 };
-	long long	 until = idem_now_us() + HTTP_IO_MS * 1000LL, left;
-	size_t		 n = 0;
-	ssize_t		 k;
-
-	head[0] = '\0';
-	while (n < max && strstr(head, "\r\n\r\n") == NULL &&
-	    strstr(head, "\n\n") == NULL) {
-		if ((left = (until - idem_now_us()) / 1000) <= 0 ||
-		    poll(&p, 1, (int)left) <= 0)
-			return -1;
-		if ((k = read(fd, head + n, max - n)) <= 0)
-			return -1;
-		n += (size_t)k;
-		head[n] = '\0';
-	}
-	return 0;
-}
-
+/* The answer to a whole head, in c->out. */
 static void
-serve_scrape(idem_app *app, int fd)
+answer(idem_app *app, struct mconn *c)
 {
-	struct timeval	 tv = { HTTP_IO_MS / 1000, 0 };
-	struct idem_buf	 b = { 0 }, h = { 0 };
-	char		 head[HTTP_HEAD_MAX + 1];
+	struct idem_buf	 b = { 0 };
 	PGconn		*db;
-	int		 status = 404;
+	int		 status = 404, head;
+	size_t		 m;
 
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (read_head(fd, head, HTTP_HEAD_MAX) == -1)
-		return;
-	if (peer_allowed(app, fd) && strncmp(head, "GET /metrics", 12) == 0 &&
-	    (head[12] == ' ' || head[12] == '?')) {
+	/* GET, and HEAD: the same head without the body (RFC 9110 9.3.2). */
+	head = strncmp(c->head, "HEAD ", 5) == 0;
+	m = head ? 5 : 4;
+	if ((head || strncmp(c->head, "GET ", 4) == 0) &&
+	    strncmp(c->head + m, "/metrics", 8) == 0 &&
+	    (c->head[m + 8] == ' ' || c->head[m + 8] == '?')) {
 		db = idem_pool_acquire(app->pool,
 		    app->cfg.acquire_timeout_ms, NULL);
 		render(app, db, &b);
@@ -455,56 +471,215 @@ serve_scrape(idem_app *app, int fd)
 		status = 200;
 	} else
 		idem_buf_adds(&b, "not found\n");
-	idem_buf_addf(&h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
+	idem_buf_addf(&c->out, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
 	    "Content-Length: %lu\r\nConnection: close\r\n\r\n", status,
 	    status == 200 ? "OK" : "Not Found", status == 200 ?
 	    "text/plain; version=0.0.4" : "text/plain",
 	    (unsigned long)b.len);
-	if (h.p != NULL && b.p != NULL) {
-		write_all(fd, h.p, h.len);
-		write_all(fd, b.p, b.len);
-	}
-	idem_buf_free(&h);
+	if (b.p != NULL && !head)
+		idem_buf_add(&c->out, b.p, b.len);
 	idem_buf_free(&b);
+	if (c->out.p == NULL)		/* out of memory: close */
+		c->out.len = 0;
+	c->off = 0;
+}
+
+/* Readable or writable: 0 to keep the connection, -1 to close it. */
+static int
+progress(idem_app *app, struct mconn *c)
+{
+	ssize_t	k;
+
+	if (c->out.p == NULL) {
+		k = read(c->fd, c->head + c->n, HTTP_HEAD_MAX - c->n);
+		if (k == -1 && (errno == EAGAIN || errno == EINTR))
+			return 0;
+		if (k <= 0)
+			return -1;
+		c->n += (size_t)k;
+		c->head[c->n] = '\0';
+		if (strstr(c->head, "\r\n\r\n") == NULL &&
+		    strstr(c->head, "\n\n") == NULL && c->n < HTTP_HEAD_MAX)
+			return 0;
+		answer(app, c);
+		if (c->out.p == NULL)
+			return -1;
+	}
+	while (c->off < c->out.len) {
+		k = write(c->fd, c->out.p + c->off, c->out.len - c->off);
+		if (k == -1 && (errno == EAGAIN || errno == EINTR))
+			return 0;
+		if (k <= 0)
+			return -1;
+		c->off += (size_t)k;
+	}
+	return -1;			/* answered: Connection: close */
+}
+
+/* A slot for a new connection: a free one, else the oldest owing its head. */
+static struct mconn *
+slot(struct idem_metrics_srv *srv)
+{
+	struct mconn	*old = NULL;
+	size_t		 i;
+
+	for (i = 0; i < SRV_CONNS; i++) {
+		if (srv->c[i].fd == -1)
+			return &srv->c[i];
+		if (srv->c[i].out.p == NULL &&
+		    (old == NULL || srv->c[i].until_us < old->until_us))
+			old = &srv->c[i];
+	}
+	if (old != NULL)
+		mconn_close(old);
+	return old;
+}
+
+static void
+accept_all(struct idem_metrics_srv *srv)
+{
+	struct sockaddr_storage	 ss;
+	socklen_t		 sl;
+	struct mconn		*c;
+	int			 fd;
+
+	for (;;) {
+		sl = sizeof(ss);
+		if ((fd = accept4(srv->fd, (struct sockaddr *)&ss, &sl,
+		    SOCK_CLOEXEC | SOCK_NONBLOCK)) == -1)
+			return;
+		if (!peer_ok(srv, fd, (struct sockaddr *)&ss, sl)) {
+			refuse(srv, fd, (struct sockaddr *)&ss);
+			continue;
+		}
+		if ((c = slot(srv)) == NULL) {
+			close(fd);	/* every slot is answering */
+			continue;
+		}
+		c->fd = fd;
+		c->n = 0;
+		c->head[0] = '\0';
+		c->until_us = idem_now_us() + HTTP_IO_MS * 1000LL;
+	}
 }
 
 static void *
 metrics_srv(void *arg)
 {
 	struct idem_metrics_srv	*srv = arg;
-	struct pollfd		 p[2];
-	int			 fd;
+	struct pollfd		 p[2 + SRV_CONNS];
+	struct mconn		*idx[SRV_CONNS];
+	long long		 now, next;
+	size_t			 i, n;
+	int			 ms;
 
 	for (;;) {
 		p[0].fd = srv->wake[0];
 		p[0].events = POLLIN;
 		p[1].fd = srv->fd;
 		p[1].events = POLLIN;
-		if (poll(p, 2, -1) == -1 && errno != EINTR)
+		now = idem_now_us();
+		next = -1;
+		for (i = 0, n = 0; i < SRV_CONNS; i++) {
+			if (srv->c[i].fd == -1)
+				continue;
+			if (srv->c[i].until_us <= now) {
+				mconn_close(&srv->c[i]);	/* too slow */
+				continue;
+			}
+			if (next == -1 || srv->c[i].until_us < next)
+				next = srv->c[i].until_us;
+			idx[n] = &srv->c[i];
+			p[2 + n].fd = srv->c[i].fd;
+			p[2 + n].events = srv->c[i].out.p == NULL ? POLLIN :
+			    POLLOUT;
+			p[2 + n].revents = 0;
+			n++;
+		}
+		ms = next == -1 ? -1 : (int)((next - now) / 1000 + 1);
+		if (poll(p, 2 + n, ms) == -1 && errno != EINTR)
 			break;
 		if (p[0].revents)
 			break;
-		if (!(p[1].revents & POLLIN))
-			continue;
-		while ((fd = accept4(srv->fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
-			serve_scrape(srv->app, fd);
-			close(fd);
-		}
+		for (i = 0; i < n; i++)
+			if (p[2 + i].revents != 0 &&
+			    progress(srv->app, idx[i]) == -1)
+				mconn_close(idx[i]);
+		if (p[1].revents & POLLIN)
+			accept_all(srv);
 	}
+	for (i = 0; i < SRV_CONNS; i++)
+		if (srv->c[i].fd != -1)
+			mconn_close(&srv->c[i]);
 	return NULL;
+}
+
+/*
+ * [metrics] allow_uid as numeric uids: names resolved once, here, so that
+ * the decision (idem_uid_allowed) stays pure.  NULL and 0 when unset; -1
+ * for an unknown user.
+ */
+static int
+resolve_uids(const char *list, char **out)
+{
+	struct idem_buf	 b = { 0 };
+	struct passwd	*pw;
+	char		 t[256], *end;
+	const char	*p = list, *e;
+	size_t		 n;
+
+	*out = NULL;
+	if (list == NULL)
+		return 0;
+	for (;;) {
+		while (*p == ' ' || *p == ',')
+			p++;
+		if (*p == '\0')
+			break;
+		for (e = p; *e != '\0' && *e != ',' && *e != ' '; e++)
+			continue;
+		if ((n = (size_t)(e - p)) >= sizeof(t))
+			goto bad;
+		memcpy(t, p, n);
+		t[n] = '\0';
+		p = e;
+		if (t[0] >= '0' && t[0] <= '9') {
+			(void)strtoul(t, &end, 10);
+			if (*end != '\0')
+				goto bad;
+			idem_buf_addf(&b, "%s ", t);
+		} else if ((pw = getpwnam(t)) != NULL)
+			idem_buf_addf(&b, "%u ", (unsigned)pw->pw_uid);
+		else
+			goto bad;
+	}
+	if (b.p == NULL)
+		return 0;
+	*out = b.p;
+	return 0;
+bad:
+	idem_log(IDEM_LOG_ERROR, "metrics: allow_uid: no user %s", t);
+	idem_buf_free(&b);
+	return -1;
 }
 
 int
 idem_metrics_listen(idem_app *app)
 {
 	struct idem_metrics_srv	*srv;
+	size_t			 i;
 
 	if (app->cfg.metrics_listen == NULL || app->metrics == NULL)
 		return 0;
 	if ((srv = calloc(1, sizeof(*srv))) == NULL)
 		return -1;
 	srv->app = app;
-	if ((srv->fd = idem_listen_addr(app->cfg.metrics_listen)) < 0) {
+	for (i = 0; i < SRV_CONNS; i++)
+		srv->c[i].fd = -1;
+	if (resolve_uids(app->cfg.metrics_allow_uid, &srv->allow_uid) == -1 ||
+	    (srv->fd = idem_listen_addr(app->cfg.metrics_listen,
+	    app->cfg.metrics_socket_mode, app->cfg.metrics_socket_group)) < 0) {
+		free(srv->allow_uid);
 		free(srv);
 		return -1;
 	}
@@ -512,6 +687,7 @@ idem_metrics_listen(idem_app *app)
 	if (pipe2(srv->wake, O_CLOEXEC | O_NONBLOCK) == -1 ||
 	    pthread_create(&srv->th, NULL, metrics_srv, srv) != 0) {
 		close(srv->fd);
+		free(srv->allow_uid);
 		free(srv);
 		return -1;
 	}
@@ -528,12 +704,14 @@ idem_metrics_listen_stop(idem_app *app)
 
 	if (app->metrics == NULL || (srv = app->metrics->srv) == NULL)
 		return;
-	/* A scrape in progress is bounded by HTTP_IO_MS and the pool wait. */
-	write_all(srv->wake[1], "x", 1);
+	/* A scrape in progress is bounded by the pool wait. */
+	if (write(srv->wake[1], "x", 1) != 1)
+		idem_log(IDEM_LOG_WARN, "metrics: cannot wake the listener");
 	pthread_join(srv->th, NULL);
 	close(srv->fd);
 	close(srv->wake[0]);
 	close(srv->wake[1]);
+	free(srv->allow_uid);
 	free(srv);
 	app->metrics->srv = NULL;
 }

@@ -386,8 +386,9 @@ long long idem_conns_expire(struct idem_conns *cs);
 void	idem_conns_free(struct idem_conns *cs);
 enum idem_rc idem_conns_serve_one(idem_app *app, int fd);
 /* listen.c: a listening socket on "host:port", ":port" or a unix socket
- * path ("unix:" optional; made mode 0666); -1, logged. */
-int	idem_listen_addr(const char *addr);
+ * path ("unix:" optional), the file given mode and group (NULL: the
+ * process's) before any peer can connect; -1, logged. */
+int	idem_listen_addr(const char *addr, unsigned mode, const char *group);
 
 /*
  * janitor.c: store upkeep on a thread of its own, every evict_interval

@@ -66,6 +66,37 @@ static const struct idem_problem_type problems[IDEM_P__MAX] = {
 	    "this key; ask the operator." },
 };
 
+/*
+ * The types of errors the web server answers itself, before or instead of
+ * the app (the static pages conf/errors/<status>.json name them): never
+ * answered by idem, only documented here so that each type resolves while
+ * the app runs.  413, 500 and 503 use the table's own types.
+ */
+static const struct idem_problem_type edge_problems[] = {
+	{ "bad-request", "Bad request", 400,
+	    "The web server could not parse the request (a malformed request "
+	    "line or header field); it did not reach the application." },
+	{ "request-timeout", "Request timeout", 408,
+	    "The request did not arrive in time; it did not reach the "
+	    "application." },
+	{ "length-required", "Length required", 411,
+	    "Send the body with a Content-Length." },
+	{ "uri-too-long", "URI too long", 414,
+	    "The request target is longer than the web server accepts." },
+	{ "header-fields-too-large", "Request header fields too large", 431,
+	    "The request's header fields are larger than the web server "
+	    "accepts." },
+	{ "bad-gateway", "Bad gateway", 502,
+	    "The application did not answer.  The request may or may not "
+	    "have run: retry with the same Idempotency-Key, which answers "
+	    "what ran or runs it once." },
+	{ "gateway-timeout", "Gateway timeout", 504,
+	    "The application did not answer in time.  The request may still "
+	    "complete: retry with the same Idempotency-Key." },
+	{ "http-version-not-supported", "HTTP version not supported", 505,
+	    "Use HTTP/1.1 (or HTTP/1.0)." },
+};
+
 int
 idem_app_problem(idem_app *app, const char *slug, int status,
     const char *title, const char *doc)
@@ -268,6 +299,10 @@ idem_problem_doc_handler(idem_req *req, void *arg)
 		if (slug != NULL &&
 		    strcmp(idem_problem_type(req->app, p)->slug, slug) == 0)
 			t = idem_problem_type(req->app, p);
+	for (p = 0; t == NULL && slug != NULL && (size_t)p <
+	    sizeof(edge_problems) / sizeof(edge_problems[0]); p++)
+		if (strcmp(edge_problems[p].slug, slug) == 0)
+			t = &edge_problems[p];
 	if (t == NULL)
 		return idem_resp_problem(req, IDEM_P_NOT_FOUND,
 		    "no such problem type");

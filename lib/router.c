@@ -197,6 +197,19 @@ allow_add(char *allow, size_t allowlen, const char *m)
 	memcpy(allow + used + n, m, mlen + 1);
 }
 
+/*
+ * Whether a route registered for rmethod serves a request's method: its
+ * own, and HEAD on a GET route (the GET's status and headers; the body is
+ * left out when the response is written).  An explicit HEAD route, listed
+ * first, is matched before the GET one.
+ */
+static int
+method_serves(const char *rmethod, const char *method)
+{
+	return strcmp(rmethod, method) == 0 || (strcmp(method, "HEAD") == 0 &&
+	    strcmp(rmethod, "GET") == 0);
+}
+
 enum idem_match
 idem_router_match(const struct idem_router *r, const char *method,
     const char *path, const struct idem_route **route,
@@ -224,11 +237,15 @@ idem_router_match(const struct idem_router *r, const char *method,
 	for (i = 0; i < r->nroutes; i++) {
 		if (!route_match(&r->routes[i], path + 1, &np, vals))
 			continue;
-		if (strcmp(r->routes[i].method, method) != 0) {
+		if (!method_serves(r->routes[i].method, method)) {
 			path_known = 1;
 			if (allow != NULL && allowlen > 0)
 				allow_add(allow, allowlen,
 				    r->routes[i].method);
+			/* A GET route answers HEAD too (RFC 9110 9.1). */
+			if (allow != NULL && allowlen > 0 &&
+			    strcmp(r->routes[i].method, "GET") == 0)
+				allow_add(allow, allowlen, "HEAD");
 			continue;
 		}
 		if (params != NULL) {

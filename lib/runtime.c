@@ -108,7 +108,7 @@ on_signal(int sig)
 
 /* The listening socket: systemd, -l / [server] listen, or fd 0. */
 static int
-listen_socket(const char *addr)
+listen_socket(const idem_app *app, const char *addr)
 {
 	const char	*pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
 
@@ -119,7 +119,8 @@ listen_socket(const char *addr)
 		return 3;	/* SD_LISTEN_FDS_START */
 	}
 	if (addr != NULL)
-		return idem_listen_addr(addr);
+		return idem_listen_addr(addr, app->cfg.socket_mode,
+		    app->cfg.socket_group);
 	if (!FCGX_IsCGI())
 		return 0;
 	idem_log(IDEM_LOG_ERROR, "runtime: not started by a web server "
@@ -177,7 +178,7 @@ idem_runtime_run(idem_app *app, const char *addr)
 		return 1;
 	memset(&rt, 0, sizeof(rt));
 	rt.app = app;
-	if ((rt.listen_fd = listen_socket(addr)) < 0 ||
+	if ((rt.listen_fd = listen_socket(app, addr)) < 0 ||
 	    idem_metrics_listen(app) == -1)
 		return 1;
 	fl = fcntl(rt.listen_fd, F_GETFL);

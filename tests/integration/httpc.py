@@ -33,10 +33,34 @@ class Response:
         return (self.header("Idempotent-Replayed") or "").strip().lower() \
             == "true"
 
+    # The types of the web servers' own error pages (conf/errors/*.json).
+    SERVER_PAGE_TYPES = ("bad-request", "request-timeout", "length-required",
+                         "payload-too-large", "uri-too-long",
+                         "header-fields-too-large", "internal-error",
+                         "bad-gateway", "service-unavailable",
+                         "gateway-timeout", "http-version-not-supported")
+
+    @property
+    def is_server_page(self):
+        """One of the sample configs' static problem pages: the web server
+        answered, not the app (whose problems carry an instance)."""
+        ct = (self.header("Content-Type") or "").split(";")[0].strip()
+        if ct.lower() != "application/problem+json":
+            return False
+        try:
+            doc = json.loads(self.body.decode("utf-8"))
+        except ValueError:
+            return False
+        return isinstance(doc, dict) and "instance" not in doc and \
+            str(doc.get("type", "")).rsplit("/", 1)[-1] in \
+            self.SERVER_PAGE_TYPES
+
     @property
     def is_problem(self):
+        """The app's application/problem+json (not a server's page)."""
         ct = (self.header("Content-Type") or "").split(";")[0].strip()
-        return ct.lower() == "application/problem+json"
+        return ct.lower() == "application/problem+json" and \
+            not self.is_server_page
 
     def json(self):
         return json.loads(self.body.decode("utf-8"))

@@ -228,6 +228,14 @@ EOF
 
 # --- the app started by the suite (nginx, apache-proxy) --------------------
 
+# _fx_conf_with CONF OUT SECTION KEY VALUE: CONF with KEY = VALUE in
+# [SECTION] (added if CONF has no such section), written to OUT.
+_fx_conf_with() {
+	awk -v s="[$3]" -v kv="$4 = $5" '
+	    $0 == s { print; print kv; done = 1; next } { print }
+	    END { if (!done) { print s; print kv } }' "$1" >"$2" && chmod 644 "$2"
+}
+
 # _fx_app_start DIR APP CONF [SOCKET]: APP -c CONF -l 127.0.0.1:PORT (or
 # -l SOCKET) in the background; sets FX_APP_PID and FX_FCGI.
 _fx_app_start() {
@@ -293,7 +301,11 @@ _fx_spawnfcgi_start() {
 	_fx_slow; IDEM_WAIT_PID=$FX_APP_PID idem_wait_until $((20 * FX_SLOW)) \
 	    "spawn-fcgi -s $sock" _fx_unix_open "$sock" || { idem_tail "$dir/app.log"; return 1; }
 	port=$(_fx_port) || return 1
+	lighttpd_error_pages "$dir" >/dev/null
 	_fx_sample lighttpd-external.conf "$dir/lighttpd.conf" \
+	    '"/usr/local/share/idem/errors/"' "\"$dir/errors/\"" \
+	    'fastcgi.server = ( "/" => ((' \
+	    "fastcgi.server = ( \"/.idem-test-down/\" => (( \"socket\" => \"$dir/down.sock\", \"check-local\" => \"disable\" )), \"/\" => ((" \
 	    '"/run/payments/payments.sock"' "\"$sock\"" \
 	    'server.port          = 8080' "server.port          = $port" \
 	    '"/var/www/empty"' "\"$dir/www\"" \
@@ -322,6 +334,9 @@ _fx_nginx_start() {
 	    '/var/log/nginx/' "$n/" \
 	    '/var/lib/nginx/' "$n/tmp/" \
 	    'listen 127.0.0.1:8080;' "listen 127.0.0.1:$port;" \
+	    '/usr/local/share/idem/errors/' "$FX_SAMPLES/errors/" \
+	    '		location / {' "		location /.idem-test-down/ { fastcgi_pass unix:$n/down.sock; }
+		location / {" \
 	    'server 127.0.0.1:9000;' "server $FX_FCGI;" || return 1
 	FX_LOGS="$FX_LOGS $n/payments-error.log $n/error.log $n/stderr.log"
 	"$bin" -t -p "$n" -e "$n/error.log" -g 'daemon off;' \
@@ -351,8 +366,11 @@ _fx_apache_start() {
 	mods=$(_fx_apache_mods)
 	[ "$(id -u)" = 0 ] || { user=$(id -un); group=$(id -gn); }
 	if [ "$mode" = proxy ]; then
-		# on a unix socket, as in the sample (mode 0666: www-data connects)
-		_fx_app_start "$dir" "$app" "$conf" "$dir/app.sock" || return 1
+		# on a unix socket, as in the sample: mode 0660, group $group
+		# ([server] socket_group), so that Apache's children connect
+		_fx_conf_with "$conf" "$dir/app.ini" server socket_group "$group" ||
+			return 1
+		_fx_app_start "$dir" "$app" "$dir/app.ini" "$dir/app.sock" || return 1
 		FX_ROOT_PID=$FX_APP_PID
 	fi
 	port=$(_fx_port) || return 1
@@ -361,11 +379,15 @@ _fx_apache_start() {
 	if [ "$mode" = proxy ]; then
 		_fx_sample apache-proxy-fcgi.conf "$a/site.conf" \
 		    '<VirtualHost *:80>' "<VirtualHost *:$port>" \
+		    '/usr/local/share/idem/errors/' "$FX_SAMPLES/errors/" \
+		    '	ProxyPass "/.idem-errors/" "!"' "	ProxyPass \"/.idem-errors/\" \"!\"
+	ProxyPass \"/.idem-test-down/\" \"unix:$a/down.sock|fcgi://down.invalid/\"" \
 		    '"unix:/run/payments/payments.sock|' "\"unix:$FX_FCGI|" || return 1
 	else
 		_fx_app_argv "$app" || return 1
 		_fx_sample apache-fcgid.conf "$a/site.conf" \
 		    '<VirtualHost *:80>' "<VirtualHost *:$port>" \
+		    '/usr/local/share/idem/errors/' "$FX_SAMPLES/errors/" \
 		    '"/usr/local/bin/payments.fcgi -c /etc/idem/payments.ini ' \
 		    "\"${FX_ARGV[*]} -c $conf " || return 1
 	fi
@@ -385,6 +407,7 @@ User $user
 Group $group
 LoadModule mpm_event_module $mods/mod_mpm_event.so
 LoadModule authz_core_module $mods/mod_authz_core.so
+LoadModule alias_module $mods/mod_alias.so
 DocumentRoot $dir/www
 Timeout 60
 StartServers 1

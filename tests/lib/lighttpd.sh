@@ -25,6 +25,19 @@ lighttpd_header_rule() {
 	sed -n '/^server\.http-parseopts/,/^)$/p' "$LIGHTTPD_SAMPLE"
 }
 
+# The sample's error pages (server.errorfile-prefix, mimetype.assign),
+# pointed at DIR/errors: links <status>.html to conf/errors/<status>.json,
+# as "make install" makes them.
+lighttpd_error_pages() {
+	local dir=$1 f
+	mkdir -p "$dir/errors"
+	for f in "$(dirname "$LIGHTTPD_SAMPLE")"/errors/*.json; do
+		ln -sf "$f" "$dir/errors/$(basename "$f" .json).html"
+	done
+	sed -n '/^server\.errorfile-prefix/p; /^mimetype\.assign/p' "$LIGHTTPD_SAMPLE" |
+	    sed "s|\"/usr/local/share/idem/errors/\"|\"$dir/errors/\"|"
+}
+
 lighttpd_write_conf() {
 	local conf=$1 dir=$2 port=$3; shift 3
 	local binpath="$*"
@@ -46,8 +59,13 @@ server.upload-dirs   = ( "$dir/upload" )
 # KiB; above the app's max_body so that the app answers 413 itself
 server.max-request-size = 8192
 server.max-connections  = 1024
+$(lighttpd_error_pages "$dir")
 
-fastcgi.server = ( "/" => ((
+# (tests only) a mount whose backend is down: the sample's 503 page
+fastcgi.server = ( "/.idem-test-down/" => ((
+	"socket"      => "$dir/down.sock",
+	"check-local" => "disable",
+)), "/" => ((
 	"bin-path"    => "$binpath",
 	"socket"      => "$dir/app.sock",
 	"check-local" => "disable",

@@ -116,6 +116,10 @@ test_defaults(void)
 	TAP_OK(cfg.request_timeout_ms == 30000, "default request_timeout 30s");
 	TAP_OK(cfg.max_params == 65536, "default max_params 64 KiB");
 	TAP_OK(cfg.read_timeout_ms == 10000, "default read_timeout 10s");
+	TAP_OK(cfg.socket_mode == 0660 && cfg.metrics_socket_mode == 0660 &&
+	    cfg.socket_group == NULL && cfg.allow == NULL &&
+	    cfg.metrics_allow_uid == NULL,
+	    "default socket modes 0660, no group, no allow, no allow_uid");
 	TAP_OK(cfg.listen == NULL, "default listen NULL");
 	TAP_STREQ(cfg.log_level, "info", "default log_level info");
 	TAP_OK(cfg.conninfo == NULL, "default conninfo NULL");
@@ -320,6 +324,24 @@ test_errors(void)
 	GOOD("[server]\nmax_params = 1KiB\nread_timeout = 250ms\n");
 	TAP_OK(cfg.max_params == 1024 && cfg.read_timeout_ms == 250,
 	    "max_params 1KiB, read_timeout 250ms");
+	BAD("[server]\nsocket_mode = 0668\n", 2, "socket_mode must be an "
+	    "octal file mode");
+	BAD("[server]\nsocket_mode = 4660\n", 2, "socket_mode");
+	BAD("[metrics]\nsocket_mode = rw\n", 2, "socket_mode");
+	BAD("[server]\nallow = localhost\n", 2, "allow must be a "
+	    "comma-separated list");
+	GOOD("[server]\nsocket_mode = 0600\nsocket_group = www-data\n"
+	    "allow = 127.0.0.1, ::1\n[metrics]\nsocket_mode = 640\n"
+	    "socket_group = prometheus\nallow_uid = prometheus, 110\n");
+	TAP_OK(cfg.socket_mode == 0600 && cfg.metrics_socket_mode == 0640 &&
+	    cfg.socket_group != NULL && strcmp(cfg.socket_group,
+	    "www-data") == 0 && cfg.allow != NULL &&
+	    strcmp(cfg.allow, "127.0.0.1, ::1") == 0 &&
+	    cfg.metrics_socket_group != NULL &&
+	    strcmp(cfg.metrics_socket_group, "prometheus") == 0 &&
+	    cfg.metrics_allow_uid != NULL &&
+	    strcmp(cfg.metrics_allow_uid, "prometheus, 110") == 0,
+	    "socket_mode, socket_group, allow, allow_uid as written");
 	BAD("[server]\nlog_level = verbose\n", 2,
 	    "log_level must be debug, info, warn or error");
 	BAD("[server]\nlog_level = INFO\n", 2, "log_level");

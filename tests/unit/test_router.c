@@ -216,12 +216,18 @@ test_match(void)
 	    sizeof(allow)) == IDEM_MATCH_NOT_FOUND, "NULL method is 404");
 
 	/* 405 */
-	ALLOWS(&rt, "DELETE", "/v1/payments/pay_1", "GET, PUT");
+	ALLOWS(&rt, "DELETE", "/v1/payments/pay_1", "GET, HEAD, PUT");
 	ALLOWS(&rt, "GET", "/v1/payments", "POST");
-	ALLOWS(&rt, "POST", "/health", "GET");
-	ALLOWS(&rt, "HEAD", "/health", "GET");
-	ALLOWS(&rt, "get", "/health", "GET");
-	ALLOWS(&rt, "POST", "/", "GET");
+	ALLOWS(&rt, "POST", "/health", "GET, HEAD");
+	ALLOWS(&rt, "get", "/health", "GET, HEAD");
+	ALLOWS(&rt, "POST", "/", "GET, HEAD");
+	/* HEAD: served by the GET route (RFC 9110 9.1), never by another */
+	FOUND(&rt, "HEAD", "/health", &a1);
+	FOUND(&rt, "HEAD", "/v1/payments/pay_1", &a3);
+	PARAM(0, "id", "pay_1");
+	idem_params_free(&params);
+	ALLOWS(&rt, "HEAD", "/v1/payments", "POST");
+	NOT_FOUND(&rt, "HEAD", "/nope");
 	/* 405 only when the path itself matches */
 	NOT_FOUND(&rt, "DELETE", "/v1/payments/");
 	NOT_FOUND(&rt, "DELETE", "/v1/payments/..");
@@ -329,8 +335,8 @@ test_allow(void)
 	    idem_router_add(&r, "POST", "/items/new", 0, h, &a4) == 0 &&
 	    idem_router_add(&r, "PATCH", "/other", 0, h, &a5) == 0,
 	    "register allow routes");
-	ALLOWS(&r, "PUT", "/items/new", "GET, DELETE, POST");
-	ALLOWS(&r, "PUT", "/items/7", "GET, DELETE");
+	ALLOWS(&r, "PUT", "/items/new", "GET, HEAD, DELETE, POST");
+	ALLOWS(&r, "PUT", "/items/7", "GET, HEAD, DELETE");
 	FOUND(&r, "POST", "/items/new", &a4);
 	FOUND(&r, "DELETE", "/items/new", &a2);
 	PARAM(0, "id", "new");
