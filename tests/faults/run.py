@@ -51,6 +51,8 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
+from missing import missing_tool  # noqa: E402
 
 PAY = "/v1/payments"
 RUN = "f" + uuid.uuid4().hex[:10]       # in every key this run sends
@@ -499,8 +501,12 @@ def s1(ctx, sc):
         "%s" % (a.describe() if a else "no answer"),
         "its retry: %s" % retry[-1].brief()])
     check_retry_answers(sc, "1", load, "the restart")
-    # connect_timeout: acquire_timeout rounded up, at least 2 s
-    check_latency(sc, "2", load, 2.0 + 2.0 + 1.5)
+    # The product's own bound is acquire_timeout + connect_timeout (the
+    # latter acquire_timeout rounded up, at least 2 s): a request waits for
+    # a connection, then for its connect, and is answered.  The 3 s on top
+    # is what a loaded 2-core machine needs to schedule lighttpd, the app
+    # and the restarting server around it (measured under two CPU hogs).
+    check_latency(sc, "2", load, 2.0 + 2.0 + 3.0)
     alive = st.app.poll() is None and st.app_pids() == {pid0}
     k = ctx.key("after")
     r = post(fresh(st), secret, k, body(k))
@@ -783,21 +789,76 @@ def s4(ctx, sc):
                   lambda: backends_gone(c.db, back_b), 15)
     recs, pays = key_state(c.db, tid), payments_by_key(c.db, tid)
     rec, got = recs.get(kb), pays.get(kb, [])
-    nothing = rec is None and not got
+    # The INSERT is deferred and sent with idem_complete() and COMMIT in
+    # one flight (results are flushed only at its end): the server has the
+    # COMMIT before the worker dies, so the transaction always commits.
     whole = rec is not None and rec["state"] == "completed" and \
         rec["status"] == 201 and len(got) == 1 and rec["pid"] == got[0]
     diag = ["killed app pid(s) %s while backend %s slept in the payment "
             "INSERT" % (sorted(pids_b), back_b),
             "the client got: %s" % (b.brief() if b else "nothing"),
             "key record %r, payments %s" % (rec, got)]
-    if whole:
-        diag.append("committed anyway: the second flight pipelines the INSERT, "
-                    "idem_complete() and COMMIT, so the server runs the COMMIT after "
-                    "the worker died")
-    sc.report("2", nothing or whole, diag)
-    sc.report("3", nothing, diag, todo=None if nothing else
-              "the COMMIT was already sent: killing the worker does not "
-              "roll it back (a retry replays; exactly-once holds)")
+    sc.report("2", whole and bool(pids_b), diag)
+    # c: the handler waits for a row lock before its commit flight (a
+    # refund's SELECT ... FOR UPDATE of the payment, held from psql):
+    # nothing was sent to commit, so nothing of it may stay.
+    fx.wait_until("lighttpd respawns the app (GET /healthz 200)",
+                  lambda: st.healthz().status == 200, 20, 0.1)
+    kp = ctx.key("kill")
+    paid = until_201(fresh(st), secret, kp, body(kp), time.monotonic() + 20)
+    pay_id = paid[-1].payment_id() if paid[-1].status == 201 else None
+    kr = ctx.key("killref")
+    ref_path = "%s/%s/refunds" % (PAY, pay_id)
+    ref_body = hc.body_of({"amount": 100})
+    with open(os.path.join(ctx.fx.tmp, "s4-row.log"), "ab") as log:
+        holder = subprocess.Popen(
+            ["psql", "-X", "-q", "-At", "-d",
+             c.conninfo + " application_name=fx-row",
+             "-c", "begin; select 1 from payments where id = %s for update; "
+             "select pg_sleep(60)" % q(pay_id or "")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    out = {}
+
+    def refund():
+        out["a"] = fresh(st, 20).request(
+            "POST", ref_path, hc.payment_headers(secret, kr), ref_body,
+            timeout=20)
+    try:
+        fx.wait_until("the test session holds the payment's row",
+                      lambda: c.db.int(
+                          "select count(*) from pg_stat_activity where "
+                          "application_name = 'fx-row' and wait_event = "
+                          "'PgSleep'") == 1, 10)
+        th = threading.Thread(target=refund, daemon=True)
+        th.start()
+        back_r = fx.wait_until(
+            "the refund's backend waits for the row lock "
+            "(wait_event_type = 'Lock')",
+            lambda: lock_waiters(c.db, "%FOR UPDATE%"), 10)
+        pids_r = st.app_pids()
+        for p in pids_r:
+            os.kill(p, signal.SIGKILL)
+        th.join(25)
+    finally:
+        c.db.run("select pg_terminate_backend(pid) from pg_stat_activity "
+                 "where application_name = 'fx-row'")
+        holder.wait(10)
+    fx.wait_until("the killed worker's backend ends",
+                  lambda: backends_gone(c.db, back_r), 15)
+    rrec = key_state(c.db, tid).get(kr)
+    nref = c.db.int("select count(*) from refunds where payment_id = %s"
+                    % q(pay_id or ""))
+    refunded = c.db.int("select amount_refunded from payments where id = %s"
+                        % q(pay_id or ""))
+    sc.report("3", pay_id is not None and bool(pids_r) and rrec is None and
+              nref == 0 and refunded == 0, [
+                  "payment %s; killed app pid(s) %s while backend %s waited "
+                  "for the payment's row lock" % (pay_id, sorted(pids_r),
+                                                  back_r),
+                  "the client got: %s" % (out["a"].brief() if out.get("a")
+                                          else "nothing"),
+                  "key record %r, refunds %d, amount_refunded %d"
+                  % (rrec, nref, refunded)])
     # the app is back; each retry executes once (or replays the commit)
     t0 = time.monotonic()
     fx.wait_until("lighttpd respawns the app (GET /healthz 200)",
@@ -807,21 +868,41 @@ def s4(ctx, sc):
     ra = until_201(fresh(st), secret, ka, body(ka), time.monotonic() + 20)
     rb = until_201(fresh(st), secret, kb, body(kb, description="slow:2"),
                    time.monotonic() + 20)
+    rr = []
+    for _ in range(200):
+        rr.append(fresh(st).request("POST", ref_path,
+                                    hc.payment_headers(secret, kr), ref_body,
+                                    timeout=15))
+        if rr[-1].status not in (503, 409, None):
+            break
+        time.sleep(0.1)
     if ra[-1].status != 201 or ra[-1].replayed:
         bad.append("retry of %s: %s (want 201 created)" % (ka, ra[-1].brief()))
-    want_replay = rec is not None
-    if rb[-1].status != 201 or rb[-1].replayed != want_replay:
-        bad.append("retry of %s: %s (want 201 %s)" % (
-            kb, rb[-1].brief(), "replay" if want_replay else "created"))
+    # 4.2's commit stands: its retry replays it
+    if rb[-1].status != 201 or not rb[-1].replayed:
+        bad.append("retry of %s: %s (want 201 replay)" % (kb, rb[-1].brief()))
+    # 4.3's refund never committed: its retry executes, once
+    if rr[-1].status != 201 or rr[-1].replayed:
+        bad.append("retry of refund %s: %s (want 201 created)"
+                   % (kr, rr[-1].brief()))
     pays = payments_by_key(c.db, tid)
     for k in (ka, kb):
         if len(pays.get(k, [])) != 1:
             bad.append("%s: %d payments after the retry"
                        % (k, len(pays.get(k, []))))
-    sc.report("4", not bad and now and not (now & (pids | pids_b)), [
+    nref = c.db.int("select count(*) from refunds where payment_id = %s"
+                    % q(pay_id or ""))
+    refunded = c.db.int("select amount_refunded from payments where id = %s"
+                        % q(pay_id or ""))
+    if nref != 1 or refunded != 100:
+        bad.append("refund %s: %d refunds, amount_refunded %d after the "
+                   "retry (want 1, 100)" % (kr, nref, refunded))
+    killed = pids | pids_b | pids_r
+    sc.report("4", not bad and now and not (now & killed), [
         "app back after %.2fs as pid(s) %s (killed %s)"
-        % (time.monotonic() - t0, sorted(now), sorted(pids | pids_b)),
-        "retries: %s; %s" % (ra[-1].brief(), rb[-1].brief())] + bad)
+        % (time.monotonic() - t0, sorted(now), sorted(killed)),
+        "retries: %s; %s; %s" % (ra[-1].brief(), rb[-1].brief(),
+                                 rr[-1].brief())] + bad)
 
     # c: while the handler's payment INSERT sleeps, a writer that ignores
     # the key's lock stores a live record under the same key.
@@ -902,9 +983,12 @@ def s5(ctx, sc):
         why = proper_retry_answer(a) if a.status == 503 else "not 201/503"
         if why:
             bad.append("%s: %s" % (why, a.describe()))
-        elif not (acq - 0.2 <= a.elapsed <= acq + 1.0):
+        # Not before acquire_timeout: the product's own target (a request
+        # waits that long for a connection); 2 s above it is what a loaded
+        # machine needs to schedule the answer.
+        elif not (acq - 0.2 <= a.elapsed <= acq + 2.0):
             bad.append("503 after %.2fs, not within [%.1f, %.1f] s"
-                       % (a.elapsed, acq - 0.2, acq + 1.0))
+                       % (a.elapsed, acq - 0.2, acq + 2.0))
     sc.report("2", n503 and not bad, [
         "%d x 201, %d x 503 (pool_size 2, acquire_timeout 1s, inserts "
         "sleep 1.5s)" % (sum(1 for a in got if a.status == 201),
@@ -1155,7 +1239,7 @@ def s7(ctx, sc):
     out = {}
 
     def slow_a():
-        out["a"] = post(fresh(st, 20), sa, k, body(k, description="slow:2"),
+        out["a"] = post(fresh(st, 20), sa, k, body(k, description="slow:4"),
                         timeout=20)
     th = threading.Thread(target=slow_a, daemon=True)
     th.start()
@@ -1163,13 +1247,16 @@ def s7(ctx, sc):
     try:
         fx.wait_until("A's insert sleeps", lambda: sleeping(
             c.db, "INSERT INTO payments%"), 10)
-        a_again = post(fresh(st), sa, k, body(k, description="slow:2"))
+        a_again = post(fresh(st), sa, k, body(k, description="slow:4"))
         b_now = post(fresh(st), sb, k, body(k))
         th.join(20)
         a = out.get("a")
         ok = a_again.problem_ok(409, "idempotency-key-in-flight") and \
             b_now.status == 201 and not b_now.replayed and a is not None \
-            and a.status == 201 and b_now.t1 < a.t1 and b_now.elapsed < 1.5
+            and a.status == 201 and b_now.t1 < a.t1
+        # (B answered before A, whose INSERT sleeps 4 s and was already
+        # asleep when B was sent, shows that B did not wait for A's key:
+        # no wall-clock bound of its own needed)
         diag = ["A again while in flight: %s (want 409)" % a_again.brief(),
                 "B meanwhile: %s (want 201 created, before A's)"
                 % b_now.brief(),
@@ -1226,7 +1313,7 @@ SCENARIOS = [
         ("1", "requests during the outage get 503 service-unavailable "
               "(problem+json, Retry-After), nothing else"),
         ("2", "no answer took longer than acquire_timeout + "
-              "connect_timeout + 1.5 s"),
+              "connect_timeout + 3 s"),
         ("3", "the pool recovers without restarting the app "
               "(new 201s, same pid)"),
         ("4", "every key retried to 201 has exactly one payment, the one "
@@ -1253,11 +1340,14 @@ SCENARIOS = [
     (4, "kill -9 mid-transaction", s4, [
         ("1", "killed in the first flight (idem_claim() waiting for a "
               "lock): no key row, no payment"),
-        ("2", "killed in the handler's slow INSERT: nothing half-written "
-              "(no key and no payment, or completed with one payment)"),
-        ("3", "killed in the handler's slow INSERT: nothing written at all"),
-        ("4", "lighttpd respawns the app; each retry executes once "
-              "(one payment per key)"),
+        ("2", "killed after the commit flight was sent (the handler's "
+              "slow INSERT, pipelined with COMMIT): exactly one payment, "
+              "its key record completed"),
+        ("3", "killed while the handler waits on a row lock before the "
+              "commit flight (a refund's FOR UPDATE): no key record, no "
+              "refund"),
+        ("4", "lighttpd respawns the app; 4.1's and 4.3's retries execute "
+              "once, 4.2's replays (one payment per key, one refund)"),
         ("5", "a live record written under the key, ignoring its lock, "
               "while the handler runs: 503 service-unavailable with "
               "Retry-After, no payment, that record untouched"),
@@ -1266,7 +1356,7 @@ SCENARIOS = [
         ("1", "8 concurrent requests on a pool of 2 all answer (no "
               "deadlock)"),
         ("2", "some get 503 service-unavailable after ~acquire_timeout "
-              "(0.8..2.0 s), the others 201"),
+              "(0.8..3.0 s), the others 201"),
         ("3", "each key has 0 or 1 payment, as its answer says"),
     ]),
     (6, "load", s6, [
@@ -1342,8 +1432,17 @@ def main():
         try:
             fixtures = fx.Fixtures(srcdir, builddir, tmp)
         except fx.SetupError as e:
-            tap.line("1..0 # SKIP %s" % e)
-            return 2
+            # a tool not found: tests/lib/missing.py decides (a failure in
+            # CI, a counted skip elsewhere); anything else is a failure
+            name = "faults: set up the fixtures"
+            failed = True
+            if "not found" in str(e):
+                failed = missing_tool(name, str(e))[1]
+            if failed:
+                tap.result(False, name, [str(e)])
+            else:
+                tap.result(True, name, skip=str(e))
+            return 1 if failed else 0     # (the plan: in finally)
         ctx = Ctx(fixtures, tap)
         tap.note("fault tests, run %s, temp dir %s" % (RUN, tmp))
         main_pg = fx.Cluster(fixtures, "pg", extra="synchronous_commit = off\n")
