@@ -1514,6 +1514,17 @@ def main():
                 except Exception as e:      # noqa: BLE001
                     setup_error = "main cluster down after scenario " \
                                   "%d: %s" % (num, e)
+        # A PANIC is a server crash, whatever the checks saw.
+        panics = []
+        for cl in fixtures.clusters:
+            try:
+                with open(cl.log, errors="replace") as f:
+                    panics += ["%s: %s" % (cl.log, ln.rstrip()) for ln in f
+                               if "PANIC" in ln]
+            except OSError:
+                pass
+        tap.result(not panics, "the clusters' PostgreSQL logs have no "
+                   "PANIC", panics[:5])
     except (KeyboardInterrupt, TimeoutError) as e:
         tap.result(False, "run interrupted: %s" % e)
     finally:
