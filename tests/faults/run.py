@@ -634,17 +634,19 @@ def s3(ctx, sc):
     # server does with the connections abandoned earlier below
     held = [ctx.key("gonerun") for _ in range(4)]
     keys += held
-    sent = {k: body(k, description="slow:0.5") for k in held}
-    for i, k in enumerate(held):
-        # one at a time: the sleeping INSERT seen is this key's
-        fx.wait_until("no INSERT sleeps",
-                      lambda: not sleeping(c.db, "INSERT INTO payments%"),
-                      10)
-        raw_post_and_close(
-            st, secret, k, sent[k], rst=i % 2 == 1,
-            before=lambda: fx.wait_until(
-                "the abandoned request's INSERT sleeps",
-                lambda: sleeping(c.db, "INSERT INTO payments%"), 10))
+    sent = {k: body(k, description="wait:33") for k in held}
+    hold = Hold(ctx, c, 33)
+    try:
+        for i, k in enumerate(held):
+            # each waits in its INSERT for the test's lock when abandoned
+            raw_post_and_close(
+                st, secret, k, sent[k], rst=i % 2 == 1,
+                before=lambda n=i + 1: fx.wait_until(
+                    "the abandoned request's INSERT waits",
+                    lambda: len(lock_waiters(
+                        c.db, "INSERT INTO payments%")) >= n, 20))
+    finally:
+        hold.release()
     # sequential, half with a plain close, half with a reset
     for i in range(60):
         k = ctx.key("gone")
@@ -767,6 +769,35 @@ def lock_waiters(db, like):
     return [int(p) for p in out.split(",") if p]
 
 
+class Hold:
+    """Advisory lock n held by a psql session of its own until release():
+    a payment INSERT described "wait:n" waits for it (TRIGGERS), for as
+    long as the test needs, however slow the machine."""
+
+    def __init__(self, ctx, c, n):
+        self.c, self.app = c, "fx-hold-%d" % n
+        self.log = open(os.path.join(ctx.fx.tmp, "hold.log"), "ab")
+        self.proc = subprocess.Popen(
+            ["psql", "-X", "-q", "-At", "-d",
+             c.conninfo + " application_name=" + self.app,
+             "-c", "select pg_advisory_lock(%d); select pg_sleep(120)" % n],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=self.log)
+        fx.wait_until("the test session holds advisory lock %d" % n,
+                      lambda: c.db.int(
+                          "select count(*) from pg_locks l join "
+                          "pg_stat_activity a using (pid) where "
+                          "a.application_name = %s and l.locktype = "
+                          "'advisory' and l.granted" % q(self.app)) == 1, 20)
+
+    def release(self):
+        self.c.db.run("select pg_terminate_backend(pid) from "
+                      "pg_stat_activity where application_name = %s"
+                      % q(self.app))
+        self.proc.wait(20)
+        self.log.close()
+
+
 def s4(ctx, sc):
     c = ctx.main
     secret, tid = ctx.tenant(c, "faults-kill")
@@ -808,10 +839,16 @@ def s4(ctx, sc):
     fx.wait_until("lighttpd respawns the app (GET /healthz 200)",
                   lambda: st.healthz().status == 200, 20, 0.1)
     kb = ctx.key("kill")
-    b, pids_b, back_b = kill_during(ctx, st, secret, kb,
-                                    body(kb, description="slow:2"),
-                                    lambda db: sleeping(
-                                        db, "INSERT INTO payments%"))
+    # its INSERT waits for the test's lock (not a clock) when the app is
+    # killed; the lock is let go afterwards
+    hold = Hold(ctx, c, 42)
+    try:
+        b, pids_b, back_b = kill_during(ctx, st, secret, kb,
+                                        body(kb, description="wait:42"),
+                                        lambda db: lock_waiters(
+                                            db, "INSERT INTO payments%"))
+    finally:
+        hold.release()
     fx.wait_until("the killed worker's backend ends",
                   lambda: backends_gone(c.db, back_b), 15)
     recs, pays = key_state(c.db, tid), payments_by_key(c.db, tid)
@@ -821,7 +858,7 @@ def s4(ctx, sc):
     # COMMIT before the worker dies, so the transaction always commits.
     whole = rec is not None and rec["state"] == "completed" and \
         rec["status"] == 201 and len(got) == 1 and rec["pid"] == got[0]
-    diag = ["killed app pid(s) %s while backend %s slept in the payment "
+    diag = ["killed app pid(s) %s while backend %s waited in the payment "
             "INSERT" % (sorted(pids_b), back_b),
             "the client got: %s" % (b.brief() if b else "nothing"),
             "key record %r, payments %s" % (rec, got)]
@@ -893,7 +930,7 @@ def s4(ctx, sc):
     now = st.app_pids()
     bad = []
     ra = until_201(fresh(st), secret, ka, body(ka), time.monotonic() + 20)
-    rb = until_201(fresh(st), secret, kb, body(kb, description="slow:2"),
+    rb = until_201(fresh(st), secret, kb, body(kb, description="wait:42"),
                    time.monotonic() + 20)
     rr = []
     for _ in range(200):
@@ -940,18 +977,27 @@ def s4(ctx, sc):
     out = {}
 
     def go():
-        out["a"] = post(fresh(st, 20), secret, kc,
-                        body(kc, description="slow:1.5"), timeout=20)
-    th = threading.Thread(target=go, daemon=True)
-    th.start()
-    fx.wait_until("the request's payment INSERT sleeps",
-                  lambda: sleeping(c.db, "INSERT INTO payments%"), 10)
-    c.db.run("insert into idempotency_keys (api_key_id, key, request_method,"
-             " request_path, request_fingerprint, state, recovery_point,"
-             " response_status, response_headers, response_body,"
-             " expires_at) values (%d, %s, 'POST', '/v1/payments',"
-             " sha256('elsewhere'), 'completed', 'finished', 201, '{}',"
-             " 'elsewhere', now() + interval '1 hour')" % (tid, q(kc)))
+        out["a"] = post(fresh(st, 30), secret, kc,
+                        body(kc, description="wait:45"), timeout=30)
+    # the INSERT waits for the test's lock, not for a clock: the foreign
+    # record is written while it surely still waits
+    hold = Hold(ctx, c, 45)
+    try:
+        th = threading.Thread(target=go, daemon=True)
+        th.start()
+        fx.wait_until("the request's payment INSERT waits for the test's "
+                      "lock", lambda: lock_waiters(c.db,
+                                                   "INSERT INTO payments%"),
+                      20)
+        c.db.run("insert into idempotency_keys (api_key_id, key, "
+                 "request_method, request_path, request_fingerprint, state,"
+                 " recovery_point, response_status, response_headers,"
+                 " response_body, expires_at) values (%d, %s, 'POST',"
+                 " '/v1/payments', sha256('elsewhere'), 'completed',"
+                 " 'finished', 201, '{}', 'elsewhere',"
+                 " now() + interval '1 hour')" % (tid, q(kc)))
+    finally:
+        hold.release()
     th.join(25)
     c_ans = out.get("a")
     kept = c.db.scalar("select convert_from(response_body, 'UTF8') from "
@@ -1369,8 +1415,8 @@ SCENARIOS = [
         ("1", "killed in the first flight (idem_claim() waiting for a "
               "lock): no key row, no payment"),
         ("2", "killed after the commit flight was sent (the handler's "
-              "slow INSERT, pipelined with COMMIT): exactly one payment, "
-              "its key record completed"),
+              "INSERT, pipelined with COMMIT, waiting for a lock): exactly "
+              "one payment, its key record completed"),
         ("3", "killed while the handler waits on a row lock before the "
               "commit flight (a refund's FOR UPDATE): no key record, no "
               "refund"),
@@ -1413,6 +1459,9 @@ begin
 		perform pg_sleep(split_part(new.description, ':', 2)::float8);
 	elsif new.description like 'fail:%' then
 		raise exception 'secret-internal-detail';
+	elsif new.description like 'wait:%' then
+		-- held until the test lets go (Hold): a wait with no clock in it
+		perform pg_advisory_xact_lock(split_part(new.description, ':', 2)::bigint);
 	end if;
 	return new;
 end $$;

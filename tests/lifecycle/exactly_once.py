@@ -113,7 +113,8 @@ def unfinished_gauge(t):
 # --- the two reproductions of the double charge ---
 
 @check("exactly-once: repro 1, [route \"POST /v1/payments\"] ttl = 2s "
-       "under the 3 s lease is refused at startup with file:line and why")
+       "under the %g s lease is refused at startup with file:line and why"
+       % LOCK_TIMEOUT_S)
 def _(t):
     env = t.env
     conf = os.path.join(env.tmp, "short-ttl.ini")
