@@ -259,7 +259,7 @@ idem_runtime_run(idem_app *app, const char *addr)
 		/* A handler is stuck: leave without freeing what it uses. */
 		idem_log(IDEM_LOG_WARN, "runtime: %u requests (or the janitor) "
 		    "still running after %d ms; exiting", rt.running, DRAIN_MS);
-		return 0;
+		return IDEM_EXIT_UNDRAINED;
 	}
 	for (i = 0; i < n; i++)
 		pthread_join(th[i], NULL);

@@ -33,6 +33,20 @@ def ok(cond, name, diag=None):
     return cond
 
 
+def missing(name, why):
+    """Check NAME cannot run for a missing tool (WHY): a failure in CI,
+    a counted skip elsewhere (tests/lib/missing.py)."""
+    global N, FAILED
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "lib"))
+    from missing import missing_tool
+    line, failed = missing_tool(name, why)
+    N += 1
+    FAILED += 1 if failed else 0
+    print(line.replace(" - ", " %d - " % N, 1))
+    sys.stdout.flush()
+
+
 def done():
     print("1..%d" % N)
     return 1 if FAILED else 0

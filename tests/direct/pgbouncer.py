@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 sys.dont_write_bytecode = True
-from direct import App, api_key, done, ok, write_conf  # noqa: E402
+from direct import App, api_key, done, missing, ok, write_conf  # noqa: E402
 from harness import free_port  # noqa: E402
 
 def main():
@@ -29,7 +29,7 @@ def main():
         ap.add_argument(o, required=True)
     a = ap.parse_args()
     if shutil.which("pgbouncer") is None:
-        ok(True, "pgbouncer # SKIP pgbouncer is not installed")
+        missing("pgbouncer", "pgbouncer is not installed")
         return done()
 
     tmp = tempfile.mkdtemp(prefix="idem-pgb.")

@@ -22,7 +22,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
 from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
-                    ok, wait_for, write)
+                    missing, ok, wait_for, write)
 
 RULES = "conf/idem-alerts.yml"
 RULE_TESTS = "tests/prometheus/idem-alerts.test.yml"
@@ -196,10 +196,9 @@ def main():
         ap.add_argument(o, required=True)
     a = ap.parse_args()
     if shutil.which("promtool") is None or shutil.which("prometheus") is None:
-        print("ok 1 # SKIP promtool/prometheus not installed (Debian package "
-              "prometheus)")
-        print("1..1")
-        return 0
+        missing("promtool and prometheus", "promtool/prometheus not "
+                "installed (Debian package prometheus)")
+        return done()
     tmp = tempfile.mkdtemp(prefix="idem-prometheus.")
     try:
         alerts = promtool_checks(a.srcdir)

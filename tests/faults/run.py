@@ -51,6 +51,8 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
+from missing import missing_tool  # noqa: E402
 
 PAY = "/v1/payments"
 RUN = "f" + uuid.uuid4().hex[:10]       # in every key this run sends
@@ -499,8 +501,12 @@ def s1(ctx, sc):
         "%s" % (a.describe() if a else "no answer"),
         "its retry: %s" % retry[-1].brief()])
     check_retry_answers(sc, "1", load, "the restart")
-    # connect_timeout: acquire_timeout rounded up, at least 2 s
-    check_latency(sc, "2", load, 2.0 + 2.0 + 1.5)
+    # The product's own bound is acquire_timeout + connect_timeout (the
+    # latter acquire_timeout rounded up, at least 2 s): a request waits for
+    # a connection, then for its connect, and is answered.  The 3 s on top
+    # is what a loaded 2-core machine needs to schedule lighttpd, the app
+    # and the restarting server around it (measured under two CPU hogs).
+    check_latency(sc, "2", load, 2.0 + 2.0 + 3.0)
     alive = st.app.poll() is None and st.app_pids() == {pid0}
     k = ctx.key("after")
     r = post(fresh(st), secret, k, body(k))
@@ -597,7 +603,9 @@ def s2(ctx, sc):
 
 # --- scenario 3: client disconnects ------------------------------------------
 
-def raw_post_and_close(st, secret, key, data, rst=False):
+def raw_post_and_close(st, secret, key, data, rst=False, before=None):
+    """Send a whole POST and close (or reset) the connection, after
+    before() returns if given."""
     head = ("POST %s HTTP/1.1\r\nHost: %s:%d\r\nAuthorization: Bearer %s\r\n"
             "Idempotency-Key: %s\r\nContent-Type: application/json\r\n"
             "Content-Length: %d\r\n\r\n" % (PAY, st.host, st.port, secret,
@@ -608,6 +616,8 @@ def raw_post_and_close(st, secret, key, data, rst=False):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                          b"\x01\x00\x00\x00\x00\x00\x00\x00")
         s.sendall(head.encode() + data)
+        if before is not None:
+            before()
     finally:
         s.close()
 
@@ -619,6 +629,24 @@ def s3(ctx, sc):
     st.start()
     pid0 = st.app.pid
     keys = []
+    # abandoned once the app runs them: each is closed (or reset) while
+    # its INSERT sleeps, so these must all execute, whatever the web
+    # server does with the connections abandoned earlier below
+    held = [ctx.key("gonerun") for _ in range(4)]
+    keys += held
+    sent = {k: body(k, description="wait:33") for k in held}
+    hold = Hold(ctx, c, 33)
+    try:
+        for i, k in enumerate(held):
+            # each waits in its INSERT for the test's lock when abandoned
+            raw_post_and_close(
+                st, secret, k, sent[k], rst=i % 2 == 1,
+                before=lambda n=i + 1: fx.wait_until(
+                    "the abandoned request's INSERT waits",
+                    lambda: len(lock_waiters(
+                        c.db, "INSERT INTO payments%")) >= n, 20))
+    finally:
+        hold.release()
     # sequential, half with a plain close, half with a reset
     for i in range(60):
         k = ctx.key("gone")
@@ -667,7 +695,13 @@ def s3(ctx, sc):
     if stray:
         bad.append("payments of unknown keys: %s" % sorted(stray)[:5])
     executed = sum(1 for k in keys if k in recs)
+    ran = [k for k in held if k in recs]
+    if len(ran) != len(held):
+        bad.append("abandoned while their INSERT ran, yet not executed: %s"
+                   % sorted(set(held) - set(ran)))
     sc.report("1", settled and not bad and not errs, [
+        "%d abandoned while the app ran them: %d executed (want all)"
+        % (len(held), len(ran)),
         "%d keys sent and abandoned; %d executed, %d never reached the "
         "app (or were abandoned before it started)"
         % (len(keys), executed, len(keys) - executed),
@@ -678,7 +712,8 @@ def s3(ctx, sc):
     cl = hc.Client(st.host, st.port)
     counts = {"replayed": 0, "created": 0}
     for k in keys:
-        ans = until_201(cl, secret, k, body(k), time.monotonic() + 20)
+        ans = until_201(cl, secret, k, sent.get(k) or body(k),
+                        time.monotonic() + 20)
         a = ans[-1]
         had = k in recs
         if a.status != 201:
@@ -734,6 +769,35 @@ def lock_waiters(db, like):
     return [int(p) for p in out.split(",") if p]
 
 
+class Hold:
+    """Advisory lock n held by a psql session of its own until release():
+    a payment INSERT described "wait:n" waits for it (TRIGGERS), for as
+    long as the test needs, however slow the machine."""
+
+    def __init__(self, ctx, c, n):
+        self.c, self.app = c, "fx-hold-%d" % n
+        self.log = open(os.path.join(ctx.fx.tmp, "hold.log"), "ab")
+        self.proc = subprocess.Popen(
+            ["psql", "-X", "-q", "-At", "-d",
+             c.conninfo + " application_name=" + self.app,
+             "-c", "select pg_advisory_lock(%d); select pg_sleep(120)" % n],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=self.log)
+        fx.wait_until("the test session holds advisory lock %d" % n,
+                      lambda: c.db.int(
+                          "select count(*) from pg_locks l join "
+                          "pg_stat_activity a using (pid) where "
+                          "a.application_name = %s and l.locktype = "
+                          "'advisory' and l.granted" % q(self.app)) == 1, 20)
+
+    def release(self):
+        self.c.db.run("select pg_terminate_backend(pid) from "
+                      "pg_stat_activity where application_name = %s"
+                      % q(self.app))
+        self.proc.wait(20)
+        self.log.close()
+
+
 def s4(ctx, sc):
     c = ctx.main
     secret, tid = ctx.tenant(c, "faults-kill")
@@ -775,29 +839,90 @@ def s4(ctx, sc):
     fx.wait_until("lighttpd respawns the app (GET /healthz 200)",
                   lambda: st.healthz().status == 200, 20, 0.1)
     kb = ctx.key("kill")
-    b, pids_b, back_b = kill_during(ctx, st, secret, kb,
-                                    body(kb, description="slow:2"),
-                                    lambda db: sleeping(
-                                        db, "INSERT INTO payments%"))
+    # its INSERT waits for the test's lock (not a clock) when the app is
+    # killed; the lock is let go afterwards
+    hold = Hold(ctx, c, 42)
+    try:
+        b, pids_b, back_b = kill_during(ctx, st, secret, kb,
+                                        body(kb, description="wait:42"),
+                                        lambda db: lock_waiters(
+                                            db, "INSERT INTO payments%"))
+    finally:
+        hold.release()
     fx.wait_until("the killed worker's backend ends",
                   lambda: backends_gone(c.db, back_b), 15)
     recs, pays = key_state(c.db, tid), payments_by_key(c.db, tid)
     rec, got = recs.get(kb), pays.get(kb, [])
-    nothing = rec is None and not got
+    # The INSERT is deferred and sent with idem_complete() and COMMIT in
+    # one flight (results are flushed only at its end): the server has the
+    # COMMIT before the worker dies, so the transaction always commits.
     whole = rec is not None and rec["state"] == "completed" and \
         rec["status"] == 201 and len(got) == 1 and rec["pid"] == got[0]
-    diag = ["killed app pid(s) %s while backend %s slept in the payment "
+    diag = ["killed app pid(s) %s while backend %s waited in the payment "
             "INSERT" % (sorted(pids_b), back_b),
             "the client got: %s" % (b.brief() if b else "nothing"),
             "key record %r, payments %s" % (rec, got)]
-    if whole:
-        diag.append("committed anyway: the second flight pipelines the INSERT, "
-                    "idem_complete() and COMMIT, so the server runs the COMMIT after "
-                    "the worker died")
-    sc.report("2", nothing or whole, diag)
-    sc.report("3", nothing, diag, todo=None if nothing else
-              "the COMMIT was already sent: killing the worker does not "
-              "roll it back (a retry replays; exactly-once holds)")
+    sc.report("2", whole and bool(pids_b), diag)
+    # c: the handler waits for a row lock before its commit flight (a
+    # refund's SELECT ... FOR UPDATE of the payment, held from psql):
+    # nothing was sent to commit, so nothing of it may stay.
+    fx.wait_until("lighttpd respawns the app (GET /healthz 200)",
+                  lambda: st.healthz().status == 200, 20, 0.1)
+    kp = ctx.key("kill")
+    paid = until_201(fresh(st), secret, kp, body(kp), time.monotonic() + 20)
+    pay_id = paid[-1].payment_id() if paid[-1].status == 201 else None
+    kr = ctx.key("killref")
+    ref_path = "%s/%s/refunds" % (PAY, pay_id)
+    ref_body = hc.body_of({"amount": 100})
+    with open(os.path.join(ctx.fx.tmp, "s4-row.log"), "ab") as log:
+        holder = subprocess.Popen(
+            ["psql", "-X", "-q", "-At", "-d",
+             c.conninfo + " application_name=fx-row",
+             "-c", "begin; select 1 from payments where id = %s for update; "
+             "select pg_sleep(60)" % q(pay_id or "")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    out = {}
+
+    def refund():
+        out["a"] = fresh(st, 20).request(
+            "POST", ref_path, hc.payment_headers(secret, kr), ref_body,
+            timeout=20)
+    try:
+        fx.wait_until("the test session holds the payment's row",
+                      lambda: c.db.int(
+                          "select count(*) from pg_stat_activity where "
+                          "application_name = 'fx-row' and wait_event = "
+                          "'PgSleep'") == 1, 10)
+        th = threading.Thread(target=refund, daemon=True)
+        th.start()
+        back_r = fx.wait_until(
+            "the refund's backend waits for the row lock "
+            "(wait_event_type = 'Lock')",
+            lambda: lock_waiters(c.db, "%FOR UPDATE%"), 10)
+        pids_r = st.app_pids()
+        for p in pids_r:
+            os.kill(p, signal.SIGKILL)
+        th.join(25)
+    finally:
+        c.db.run("select pg_terminate_backend(pid) from pg_stat_activity "
+                 "where application_name = 'fx-row'")
+        holder.wait(10)
+    fx.wait_until("the killed worker's backend ends",
+                  lambda: backends_gone(c.db, back_r), 15)
+    rrec = key_state(c.db, tid).get(kr)
+    nref = c.db.int("select count(*) from refunds where payment_id = %s"
+                    % q(pay_id or ""))
+    refunded = c.db.int("select amount_refunded from payments where id = %s"
+                        % q(pay_id or ""))
+    sc.report("3", pay_id is not None and bool(pids_r) and rrec is None and
+              nref == 0 and refunded == 0, [
+                  "payment %s; killed app pid(s) %s while backend %s waited "
+                  "for the payment's row lock" % (pay_id, sorted(pids_r),
+                                                  back_r),
+                  "the client got: %s" % (out["a"].brief() if out.get("a")
+                                          else "nothing"),
+                  "key record %r, refunds %d, amount_refunded %d"
+                  % (rrec, nref, refunded)])
     # the app is back; each retry executes once (or replays the commit)
     t0 = time.monotonic()
     fx.wait_until("lighttpd respawns the app (GET /healthz 200)",
@@ -805,23 +930,43 @@ def s4(ctx, sc):
     now = st.app_pids()
     bad = []
     ra = until_201(fresh(st), secret, ka, body(ka), time.monotonic() + 20)
-    rb = until_201(fresh(st), secret, kb, body(kb, description="slow:2"),
+    rb = until_201(fresh(st), secret, kb, body(kb, description="wait:42"),
                    time.monotonic() + 20)
+    rr = []
+    for _ in range(200):
+        rr.append(fresh(st).request("POST", ref_path,
+                                    hc.payment_headers(secret, kr), ref_body,
+                                    timeout=15))
+        if rr[-1].status not in (503, 409, None):
+            break
+        time.sleep(0.1)
     if ra[-1].status != 201 or ra[-1].replayed:
         bad.append("retry of %s: %s (want 201 created)" % (ka, ra[-1].brief()))
-    want_replay = rec is not None
-    if rb[-1].status != 201 or rb[-1].replayed != want_replay:
-        bad.append("retry of %s: %s (want 201 %s)" % (
-            kb, rb[-1].brief(), "replay" if want_replay else "created"))
+    # 4.2's commit stands: its retry replays it
+    if rb[-1].status != 201 or not rb[-1].replayed:
+        bad.append("retry of %s: %s (want 201 replay)" % (kb, rb[-1].brief()))
+    # 4.3's refund never committed: its retry executes, once
+    if rr[-1].status != 201 or rr[-1].replayed:
+        bad.append("retry of refund %s: %s (want 201 created)"
+                   % (kr, rr[-1].brief()))
     pays = payments_by_key(c.db, tid)
     for k in (ka, kb):
         if len(pays.get(k, [])) != 1:
             bad.append("%s: %d payments after the retry"
                        % (k, len(pays.get(k, []))))
-    sc.report("4", not bad and now and not (now & (pids | pids_b)), [
+    nref = c.db.int("select count(*) from refunds where payment_id = %s"
+                    % q(pay_id or ""))
+    refunded = c.db.int("select amount_refunded from payments where id = %s"
+                        % q(pay_id or ""))
+    if nref != 1 or refunded != 100:
+        bad.append("refund %s: %d refunds, amount_refunded %d after the "
+                   "retry (want 1, 100)" % (kr, nref, refunded))
+    killed = pids | pids_b | pids_r
+    sc.report("4", not bad and now and not (now & killed), [
         "app back after %.2fs as pid(s) %s (killed %s)"
-        % (time.monotonic() - t0, sorted(now), sorted(pids | pids_b)),
-        "retries: %s; %s" % (ra[-1].brief(), rb[-1].brief())] + bad)
+        % (time.monotonic() - t0, sorted(now), sorted(killed)),
+        "retries: %s; %s; %s" % (ra[-1].brief(), rb[-1].brief(),
+                                 rr[-1].brief())] + bad)
 
     # c: while the handler's payment INSERT sleeps, a writer that ignores
     # the key's lock stores a live record under the same key.
@@ -832,18 +977,27 @@ def s4(ctx, sc):
     out = {}
 
     def go():
-        out["a"] = post(fresh(st, 20), secret, kc,
-                        body(kc, description="slow:1.5"), timeout=20)
-    th = threading.Thread(target=go, daemon=True)
-    th.start()
-    fx.wait_until("the request's payment INSERT sleeps",
-                  lambda: sleeping(c.db, "INSERT INTO payments%"), 10)
-    c.db.run("insert into idempotency_keys (api_key_id, key, request_method,"
-             " request_path, request_fingerprint, state, recovery_point,"
-             " response_status, response_headers, response_body,"
-             " expires_at) values (%d, %s, 'POST', '/v1/payments',"
-             " sha256('elsewhere'), 'completed', 'finished', 201, '{}',"
-             " 'elsewhere', now() + interval '1 hour')" % (tid, q(kc)))
+        out["a"] = post(fresh(st, 30), secret, kc,
+                        body(kc, description="wait:45"), timeout=30)
+    # the INSERT waits for the test's lock, not for a clock: the foreign
+    # record is written while it surely still waits
+    hold = Hold(ctx, c, 45)
+    try:
+        th = threading.Thread(target=go, daemon=True)
+        th.start()
+        fx.wait_until("the request's payment INSERT waits for the test's "
+                      "lock", lambda: lock_waiters(c.db,
+                                                   "INSERT INTO payments%"),
+                      20)
+        c.db.run("insert into idempotency_keys (api_key_id, key, "
+                 "request_method, request_path, request_fingerprint, state,"
+                 " recovery_point, response_status, response_headers,"
+                 " response_body, expires_at) values (%d, %s, 'POST',"
+                 " '/v1/payments', sha256('elsewhere'), 'completed',"
+                 " 'finished', 201, '{}', 'elsewhere',"
+                 " now() + interval '1 hour')" % (tid, q(kc)))
+    finally:
+        hold.release()
     th.join(25)
     c_ans = out.get("a")
     kept = c.db.scalar("select convert_from(response_body, 'UTF8') from "
@@ -902,9 +1056,12 @@ def s5(ctx, sc):
         why = proper_retry_answer(a) if a.status == 503 else "not 201/503"
         if why:
             bad.append("%s: %s" % (why, a.describe()))
-        elif not (acq - 0.2 <= a.elapsed <= acq + 1.0):
+        # Not before acquire_timeout: the product's own target (a request
+        # waits that long for a connection); 2 s above it is what a loaded
+        # machine needs to schedule the answer.
+        elif not (acq - 0.2 <= a.elapsed <= acq + 2.0):
             bad.append("503 after %.2fs, not within [%.1f, %.1f] s"
-                       % (a.elapsed, acq - 0.2, acq + 1.0))
+                       % (a.elapsed, acq - 0.2, acq + 2.0))
     sc.report("2", n503 and not bad, [
         "%d x 201, %d x 503 (pool_size 2, acquire_timeout 1s, inserts "
         "sleep 1.5s)" % (sum(1 for a in got if a.status == 201),
@@ -1155,7 +1312,7 @@ def s7(ctx, sc):
     out = {}
 
     def slow_a():
-        out["a"] = post(fresh(st, 20), sa, k, body(k, description="slow:2"),
+        out["a"] = post(fresh(st, 20), sa, k, body(k, description="slow:4"),
                         timeout=20)
     th = threading.Thread(target=slow_a, daemon=True)
     th.start()
@@ -1163,13 +1320,16 @@ def s7(ctx, sc):
     try:
         fx.wait_until("A's insert sleeps", lambda: sleeping(
             c.db, "INSERT INTO payments%"), 10)
-        a_again = post(fresh(st), sa, k, body(k, description="slow:2"))
+        a_again = post(fresh(st), sa, k, body(k, description="slow:4"))
         b_now = post(fresh(st), sb, k, body(k))
         th.join(20)
         a = out.get("a")
         ok = a_again.problem_ok(409, "idempotency-key-in-flight") and \
             b_now.status == 201 and not b_now.replayed and a is not None \
-            and a.status == 201 and b_now.t1 < a.t1 and b_now.elapsed < 1.5
+            and a.status == 201 and b_now.t1 < a.t1
+        # (B answered before A, whose INSERT sleeps 4 s and was already
+        # asleep when B was sent, shows that B did not wait for A's key:
+        # no wall-clock bound of its own needed)
         diag = ["A again while in flight: %s (want 409)" % a_again.brief(),
                 "B meanwhile: %s (want 201 created, before A's)"
                 % b_now.brief(),
@@ -1226,7 +1386,7 @@ SCENARIOS = [
         ("1", "requests during the outage get 503 service-unavailable "
               "(problem+json, Retry-After), nothing else"),
         ("2", "no answer took longer than acquire_timeout + "
-              "connect_timeout + 1.5 s"),
+              "connect_timeout + 3 s"),
         ("3", "the pool recovers without restarting the app "
               "(new 201s, same pid)"),
         ("4", "every key retried to 201 has exactly one payment, the one "
@@ -1246,18 +1406,22 @@ SCENARIOS = [
     ]),
     (3, "client disconnects", s3, [
         ("1", "each abandoned key is absent or completed with exactly "
-              "one payment"),
+              "one payment; those abandoned while their INSERT ran all "
+              "executed"),
         ("2", "a retry with the same key replays, or executes once"),
         ("3", "the app survives (same pid, /healthz 200)"),
     ]),
     (4, "kill -9 mid-transaction", s4, [
         ("1", "killed in the first flight (idem_claim() waiting for a "
               "lock): no key row, no payment"),
-        ("2", "killed in the handler's slow INSERT: nothing half-written "
-              "(no key and no payment, or completed with one payment)"),
-        ("3", "killed in the handler's slow INSERT: nothing written at all"),
-        ("4", "lighttpd respawns the app; each retry executes once "
-              "(one payment per key)"),
+        ("2", "killed after the commit flight was sent (the handler's "
+              "INSERT, pipelined with COMMIT, waiting for a lock): exactly "
+              "one payment, its key record completed"),
+        ("3", "killed while the handler waits on a row lock before the "
+              "commit flight (a refund's FOR UPDATE): no key record, no "
+              "refund"),
+        ("4", "lighttpd respawns the app; 4.1's and 4.3's retries execute "
+              "once, 4.2's replays (one payment per key, one refund)"),
         ("5", "a live record written under the key, ignoring its lock, "
               "while the handler runs: 503 service-unavailable with "
               "Retry-After, no payment, that record untouched"),
@@ -1266,7 +1430,7 @@ SCENARIOS = [
         ("1", "8 concurrent requests on a pool of 2 all answer (no "
               "deadlock)"),
         ("2", "some get 503 service-unavailable after ~acquire_timeout "
-              "(0.8..2.0 s), the others 201"),
+              "(0.8..3.0 s), the others 201"),
         ("3", "each key has 0 or 1 payment, as its answer says"),
     ]),
     (6, "load", s6, [
@@ -1295,6 +1459,9 @@ begin
 		perform pg_sleep(split_part(new.description, ':', 2)::float8);
 	elsif new.description like 'fail:%' then
 		raise exception 'secret-internal-detail';
+	elsif new.description like 'wait:%' then
+		-- held until the test lets go (Hold): a wait with no clock in it
+		perform pg_advisory_xact_lock(split_part(new.description, ':', 2)::bigint);
 	end if;
 	return new;
 end $$;
@@ -1342,8 +1509,17 @@ def main():
         try:
             fixtures = fx.Fixtures(srcdir, builddir, tmp)
         except fx.SetupError as e:
-            tap.line("1..0 # SKIP %s" % e)
-            return 2
+            # a tool not found: tests/lib/missing.py decides (a failure in
+            # CI, a counted skip elsewhere); anything else is a failure
+            name = "faults: set up the fixtures"
+            failed = True
+            if "not found" in str(e):
+                failed = missing_tool(name, str(e))[1]
+            if failed:
+                tap.result(False, name, [str(e)])
+            else:
+                tap.result(True, name, skip=str(e))
+            return 1 if failed else 0     # (the plan: in finally)
         ctx = Ctx(fixtures, tap)
         tap.note("fault tests, run %s, temp dir %s" % (RUN, tmp))
         main_pg = fx.Cluster(fixtures, "pg", extra="synchronous_commit = off\n")
@@ -1387,6 +1563,17 @@ def main():
                 except Exception as e:      # noqa: BLE001
                     setup_error = "main cluster down after scenario " \
                                   "%d: %s" % (num, e)
+        # A PANIC is a server crash, whatever the checks saw.
+        panics = []
+        for cl in fixtures.clusters:
+            try:
+                with open(cl.log, errors="replace") as f:
+                    panics += ["%s: %s" % (cl.log, ln.rstrip()) for ln in f
+                               if "PANIC" in ln]
+            except OSError:
+                pass
+        tap.result(not panics, "the clusters' PostgreSQL logs have no "
+                   "PANIC", panics[:5])
     except (KeyboardInterrupt, TimeoutError) as e:
         tap.result(False, "run interrupted: %s" % e)
     finally:

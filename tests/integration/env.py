@@ -45,6 +45,7 @@ class Env:
             raise SystemExit("need --tenant a:NAME:SECRET and b:NAME:SECRET")
         self.a = self.tenants["a"]
         self.b = self.tenants["b"]
+        self.db.tenants = tuple(x.id for x in self.tenants.values())
 
     # --- capabilities ------------------------------------------------------
     def has(self, cap):

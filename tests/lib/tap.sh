@@ -3,6 +3,9 @@
 #   tap_pass NAME                 one passed test (printed "ok - NAME")
 #   tap_fail NAME [DIAG]          one failed test (printed "not ok - NAME")
 #   tap_skip NAME REASON          one skipped test, with its reason
+#   missing_tool NAME REASON      NAME cannot run for a missing tool: a
+#                                 failure under CI (CI=true: everything
+#                                 is installed there), else a skip
 #   tap_consume LABEL RC [MODE]   read TAP on stdin (a program's output and
 #                                 its exit status RC): each "ok"/"not ok"
 #                                 line is one test; "# SKIP" is a skip and
@@ -37,6 +40,13 @@ tap_skip() {
 	TAP_SKIPPED=$((TAP_SKIPPED + 1))
 	TAP_SKIPS+=("$1: $2")
 	printf 'ok - %s # SKIP %s\n' "$1" "$2"
+}
+
+missing_tool() {
+	case ${CI:-} in
+	[Tt][Rr][Uu][Ee]) tap_fail "$1" "$2 (in CI every tool is installed)" ;;
+	*) tap_skip "$1" "$2" ;;
+	esac
 }
 
 tap_consume() {

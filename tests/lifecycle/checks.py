@@ -418,7 +418,11 @@ def _(t):
     r = t.post(PAY, body, key=key, timeout=30)
     took = time.monotonic() - t0
     t.expect_problem(r, 503, "service-unavailable")
-    t.expect(DEADLINE_S - 0.5 <= took < DEADLINE_S + 2.0, "the 503 came "
+    # Not before the route's deadline (the product's own target: the
+    # deadline is what cuts the wait), and before 5 s, the acquirer
+    # client's own timeout, which would otherwise be what answered: the
+    # widest window that still tells the two apart on a loaded machine.
+    t.expect(DEADLINE_S - 0.1 <= took < 4.9, "the 503 came "
              "after %.1f s (the route's deadline is %g s, the acquirer "
              "client's own timeout 5 s; the answer was held 8 s)"
              % (took, DEADLINE_S))

@@ -15,10 +15,13 @@ import os
 import re
 import subprocess
 import threading
+import time
 
 from harness import check, q
 from lcenv import (PAY, DEADLINE_S, LOCK_TIMEOUT_S, Fixture, wait_until,
                    write_config)
+
+LONG_DEADLINE_S = 60    # the "long" fixture's route deadline
 from checks import (FAULT_FX, POINT_LEFT, charge_of, crash, evict,
                     expect_completed, expect_record, expect_succeeded,
                     replays, retry_until_resumed)
@@ -59,6 +62,27 @@ class Owner:
         self.t.expect(self.error is None, "request A failed: %r"
                       % self.error)
         return self.resp
+
+
+def on_long_fixture(t, fn):
+    """fn() with a fixture "long" running whose route deadline (60 s) and
+    lease (lock_timeout 90 s) outlast what the check does while A is held:
+    A's wait is then bounded only by the acquirer client's own 5 s
+    timeout, not by the main fixture's 2 s deadline, which a loaded
+    machine overran."""
+    env = t.env
+    conf = os.path.join(env.tmp, "long.ini")
+    write_config(conf, env.conninfo, "lc-long", env.sim.url,
+                 deadline=LONG_DEADLINE_S, lock_timeout=LONG_DEADLINE_S + 30)
+    fx = env.fx["long"] = Fixture("long", env.tmp, env.app, conf)
+    try:
+        fx.start()
+        fx.wait_ready()
+        fn()
+    finally:
+        problem = fx.stop()
+        del env.fx["long"]
+    t.expect(not problem, "the long fixture: %s" % problem)
 
 
 def one_charge(t, pid, st0):
@@ -111,7 +135,8 @@ def unfinished_gauge(t):
 # --- the two reproductions of the double charge ---
 
 @check("exactly-once: repro 1, [route \"POST /v1/payments\"] ttl = 2s "
-       "under the 3 s lease is refused at startup with file:line and why")
+       "under the %g s lease is refused at startup with file:line and why"
+       % LOCK_TIMEOUT_S)
 def _(t):
     env = t.env
     conf = os.path.join(env.tmp, "short-ttl.ini")
@@ -157,10 +182,14 @@ def _(t):
        "1 s while A is in the acquirer call, retry at 1.3 s -> 409; A -> "
        "201, one charge, one succeeded payment, record A's")
 def _(t):
+    on_long_fixture(t, lambda: _repro2(t))
+
+
+def _repro2(t):
     env = t.env
     key, body = env.new_key("rp2"), env.payment_body("rp2")
     st0 = env.sim.stats()
-    a = Owner(t, key, body)
+    a = Owner(t, key, body, fx="long")
     rec = env.record(key)
     expire_now(t, key)
     for i in range(3):
@@ -224,8 +253,9 @@ def _(t):
 
 
 @check("exactly-once: PostgreSQL restarted while A waits in the acquirer "
-       "call -> A 503 (or 201); the retry resumes -> 201, one charge, one "
-       "succeeded payment", needs=("pg_restart",))
+       "call -> A 503 service-unavailable (its connection died with the "
+       "server: the fenced commit fails); the retry resumes -> 201, one "
+       "charge, one succeeded payment", needs=("pg_restart",))
 def _(t):
     env = t.env
     key, body = env.new_key("pgr"), env.payment_body("pgr")
@@ -233,12 +263,10 @@ def _(t):
     a = Owner(t, key, body)
     env.pg_restart()
     ra = a.answer()
-    t.expect(ra.status in (201, 503), "A answered %s after the restart"
-             % ra.status)
-    if ra.status == 503:
-        t.expect_eq(ra.header("Retry-After"), "1", "Retry-After of A's 503")
-        env.fx["main"].wait_ready()
-        ra, n409 = retry_until_resumed(t, key, body)
+    t.expect_problem(ra, 503, "service-unavailable")
+    t.expect_eq(ra.header("Retry-After"), "1", "Retry-After of A's 503")
+    env.fx["main"].wait_ready()
+    ra, n409 = retry_until_resumed(t, key, body)
     row = expect_succeeded(t, ra, body["description"])
     one_charge(t, row["id"], st0)
     expect_completed(t, key, 201)
@@ -299,10 +327,20 @@ for _fault in sorted(FAULT_FX):
 
 # --- the completer ---
 
+def in_progress_ids(t):
+    """ids of the main database's in_progress records (any tenant's)."""
+    return {r["id"] for r in t.env.db.rows(
+        "select id from idempotency_keys where state = 'in_progress'")}
+
+
 def complete(t):
     """idemctl complete --app payments.fcgi: one completer run; its
-    (completed, left) counts."""
+    (completed, left) counts, and the ids of the records that left
+    in_progress during the run (what it completed, unless another writer
+    finished one meanwhile: so the checks can assert its count exactly,
+    whatever earlier checks left behind)."""
     env = t.env
+    before = in_progress_ids(t)
     p = subprocess.run([env.idemctl, "-c", env.conf["main"], "complete",
                         "--app", env.app], stdin=subprocess.DEVNULL,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -314,7 +352,7 @@ def complete(t):
     done, left = int(m.group(1)), int(m.group(2))
     t.expect_eq(p.returncode, 0 if left == 0 else 1, "idemctl complete's "
                 "exit status with %d left" % left)
-    return done, left
+    return done, left, before - in_progress_ids(t)
 
 
 def abandoned(t, fault, label):
@@ -356,14 +394,19 @@ def completer_finishes(t, fault, label):
     key, body, rec = abandoned(t, fault, label)
     pid = env.payments_described(body["description"])[0]["id"]
     # A live lease is never taken: the owner might still be running.
-    done, left = complete(t)
+    done, left, moved = complete(t)
     after = env.record(key)
     t.expect_eq((after["state"], after["locked_at"]),
                 ("in_progress", rec["locked_at"]), "the record after a "
                 "completer run within its lease")
+    t.expect_eq(done, len(moved), "keys idemctl complete says it "
+                "completed vs records that left in_progress meanwhile")
     wait_lease_lapsed(t, rec)
-    done, left = complete(t)
-    t.expect(done >= 1, "idemctl complete completed %d keys" % done)
+    done, left, moved = complete(t)
+    t.expect(rec["id"] in moved, "the lapsed record was not completed")
+    t.expect_eq(done, len(moved), "keys idemctl complete says it "
+                "completed vs records that left in_progress meanwhile "
+                "(this check's and any lapsed leftover)")
     fin = expect_completed(t, key, 201)
     t.expect_eq(fin["id"], rec["id"], "the completed record (the same)")
     row = succeeded_once(t, body["description"])
@@ -403,8 +446,20 @@ def _(t):
     r = t.post(PAY, body, key=key)
     th.join(60)
     t.expect("c" in res, "the completer run did not finish")
+    # Two right answers, by who takes the lapsed lease first: the client
+    # resumes (201, not a replay), or the completer holds it (409), or the
+    # completer finished first (201 replay); the completer's count must
+    # match in each.
     t.expect(r.status in (201, 409), "the client's retry answered %s"
              % r.status)
+    done, left, moved = res["c"]
+    client_resumed = r.status == 201 and \
+        r.header("Idempotent-Replayed") != "true"
+    t.expect(rec["id"] in moved or client_resumed, "the record left "
+             "in_progress during neither")
+    t.expect_eq(done + (1 if client_resumed and rec["id"] in moved else 0),
+                len(moved), "keys idemctl complete says it completed vs "
+                "records that left in_progress meanwhile")
     if r.status == 409:
         t.expect_eq(r.header("Retry-After"), "1", "Retry-After of the 409")
     fin = expect_completed(t, key, 201)
@@ -432,8 +487,10 @@ def _(t):
     pid = env.payments_described(body["description"])[0]["id"]
     wait_lease_lapsed(t, rec)
     env.sim.control("decline", count=1)
-    done, left = complete(t)
-    t.expect(done >= 1, "idemctl complete completed %d keys" % done)
+    done, left, moved = complete(t)
+    t.expect(rec["id"] in moved, "the lapsed record was not completed")
+    t.expect_eq(done, len(moved), "keys idemctl complete says it "
+                "completed vs records that left in_progress meanwhile")
     expect_completed(t, key, 402)
     row = succeeded_once(t, body["description"])
     t.expect_eq((row["id"], row["status"], row["acquirer_status"]),
@@ -450,14 +507,33 @@ def _(t):
     env = t.env
     key, body = env.new_key("clive"), env.payment_body("clive")
     st0 = env.sim.stats()
-    a = Owner(t, key, body)
+    on_long_fixture(t, lambda: _clive(t, key, body, st0))
+
+
+def _clive(t, key, body, st0):
+    env = t.env
+    a = Owner(t, key, body, fx="long")
     expire_now(t, key)
     rec = env.record(key)
-    complete(t)
+    t0 = time.monotonic()
+    done, left, moved = complete(t)
+    took = time.monotonic() - t0
+    # The one window left: apps/payments' acquirer client gives up after
+    # 5 s (ACQUIRER_TIMEOUT_MS), answers A 503 and releases the lease.
+    # If that happened during the completer run, say so: that is not the
+    # completer taking a live lease.
+    t.expect(a.thread.is_alive(), "A was answered (%r) during the %.1f s "
+             "completer run: its held acquirer call was cut by the "
+             "acquirer client's own 5 s timeout, so the lease was no "
+             "longer live" % (a.resp and a.resp.status, took))
     after = env.record(key)
     for k in ("id", "state", "recovery_point", "locked_at"):
         t.expect_eq(after[k], rec[k], "the completer changed the live "
                     "record's %s" % k)
+    t.expect(rec["id"] not in moved, "the live record left in_progress")
+    t.expect_eq(done, len(moved), "keys idemctl complete says it "
+                "completed vs records that left in_progress meanwhile "
+                "(none of them A's)")
     ra = a.answer()
     row = expect_succeeded(t, ra, body["description"])
     one_charge(t, row["id"], st0)

@@ -22,8 +22,11 @@ from harness import DB, Failed, app_pids, free_port, pid_running, q
 PAY = "/v1/payments"
 ROUTE = "POST /v1/payments"
 EVICT_LOCK = 7236491087         # lib/janitor.c: the fleet-wide lock
-LOCK_TIMEOUT_S = 3.0            # [idempotency] lock_timeout of the fixtures
-REQUEST_TIMEOUT_S = 1.0         # [server] request_timeout
+LOCK_TIMEOUT_S = 5.0            # [idempotency] lock_timeout of the fixtures
+                                # (5 s, not 3: a retry within the lease after
+                                # a crash and respawn, on a loaded machine)
+REQUEST_TIMEOUT_S = 2.0         # [server] request_timeout (statement_timeout:
+                                # 2 s, not 1, for a loaded machine; < lock_timeout)
 DEADLINE_S = 2.0                # [route "POST /v1/payments"] deadline
 POOL_SIZE = 3
 
@@ -151,7 +154,8 @@ class Simulator:
 # --- configs ---
 
 def write_config(path, conninfo, appname, acquirer_url, evict_interval="1h",
-                 metrics_allow=None, threads=3):
+                 metrics_allow=None, threads=3, deadline=DEADLINE_S,
+                 lock_timeout=LOCK_TIMEOUT_S):
     lines = [
         "# generated for one lifecycle run",
         "[server]",
@@ -166,7 +170,7 @@ def write_config(path, conninfo, appname, acquirer_url, evict_interval="1h",
         "",
         "[idempotency]",
         "ttl = 24h",
-        "lease = %ds" % LOCK_TIMEOUT_S,
+        "lease = %ds" % lock_timeout,
         "evict_interval = %s" % evict_interval,
         "evict_batch = 10000",
         "",
@@ -180,7 +184,7 @@ def write_config(path, conninfo, appname, acquirer_url, evict_interval="1h",
         '[route "POST /v1/payments"]',
         "ttl = 7d",
         # the acquirer call may take most of it; the lease outlives it
-        "deadline = %ds" % DEADLINE_S,
+        "deadline = %ds" % deadline,
     ]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
