@@ -4,6 +4,7 @@
  * digest (one computation for the advisory lock and the log's key_hash).
  * Depends on nothing of the runtime, so the log can use it too.
  */
+#include <pthread.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
@@ -12,11 +13,57 @@
 
 #include "internal.h"
 
+/*
+ * SHA-256's implementation fetched once for the process, and a digest
+ * context per thread (freed when the thread ends): EVP_Digest() with
+ * EVP_sha256() looked the implementation up and allocated a context on
+ * every call, four times a request.
+ */
+static pthread_once_t	 md_once = PTHREAD_ONCE_INIT;
+static pthread_key_t	 md_key;
+static EVP_MD		*md_sha256;
+
+static void
+md_ctx_free(void *ctx)
+{
+	EVP_MD_CTX_free(ctx);
+}
+
+static void
+md_init(void)
+{
+	md_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+	if (pthread_key_create(&md_key, md_ctx_free) != 0)
+		md_sha256 = NULL;	/* then the slow path, always */
+}
+
+static EVP_MD_CTX *
+md_ctx(void)
+{
+	EVP_MD_CTX	*ctx;
+
+	pthread_once(&md_once, md_init);
+	if (md_sha256 == NULL)
+		return NULL;
+	if ((ctx = pthread_getspecific(md_key)) == NULL &&
+	    (ctx = EVP_MD_CTX_new()) != NULL &&
+	    pthread_setspecific(md_key, ctx) != 0) {
+		EVP_MD_CTX_free(ctx);
+		ctx = NULL;
+	}
+	return ctx;
+}
+
 void
 idem_sha256(const void *p, size_t len, unsigned char out[32])
 {
-	unsigned int	n = 32;
+	EVP_MD_CTX	*ctx = md_ctx();
+	unsigned int	 n = 32;
 
+	if (ctx != NULL && EVP_DigestInit_ex(ctx, md_sha256, NULL) == 1 &&
+	    EVP_DigestUpdate(ctx, p, len) == 1 &&
+	    EVP_DigestFinal_ex(ctx, out, &n) == 1)
+		return;
 	EVP_Digest(p, len, out, &n, EVP_sha256(), NULL);
 }
 
