@@ -87,6 +87,19 @@ idem_secret_eq(const unsigned char *a, const void *b, size_t blen)
 	    CRYPTO_memcmp(a, b, IDEM_SECRET_HASH_LEN) == 0;
 }
 
+/*
+ * The last key digest of this thread: the lock id and the log's key_hash
+ * are of the same (secret, key), computed by the same worker; the second
+ * computation is a copy.
+ */
+static __thread struct {
+	int		valid;
+	unsigned char	secret[IDEM_SECRET_HASH_LEN];
+	size_t		keylen;
+	char		key[IDEM_KEY_MAX];
+	unsigned char	digest[32];
+} last_key;
+
 void
 idem_key_digest(const unsigned char secret_hash[IDEM_SECRET_HASH_LEN],
     const char *key, unsigned char out[32])
@@ -97,7 +110,18 @@ idem_key_digest(const unsigned char secret_hash[IDEM_SECRET_HASH_LEN],
 	/* Tenant-scoped: equal keys of two tenants differ. */
 	if (n > IDEM_KEY_MAX)
 		n = IDEM_KEY_MAX;
+	if (last_key.valid && last_key.keylen == n &&
+	    memcmp(last_key.secret, secret_hash, IDEM_SECRET_HASH_LEN) == 0 &&
+	    memcmp(last_key.key, key, n) == 0) {
+		memcpy(out, last_key.digest, 32);
+		return;
+	}
 	memcpy(in, secret_hash, IDEM_SECRET_HASH_LEN);
 	memcpy(in + IDEM_SECRET_HASH_LEN, key, n);
 	idem_sha256(in, IDEM_SECRET_HASH_LEN + n, out);
+	memcpy(last_key.secret, secret_hash, IDEM_SECRET_HASH_LEN);
+	memcpy(last_key.key, key, n);
+	last_key.keylen = n;
+	memcpy(last_key.digest, out, 32);
+	last_key.valid = 1;
 }
