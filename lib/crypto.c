@@ -67,14 +67,60 @@ idem_sha256(const void *p, size_t len, unsigned char out[32])
 	EVP_Digest(p, len, out, &n, EVP_sha256(), NULL);
 }
 
+/*
+ * Random bytes drawn from OpenSSL 512 at a time into a buffer per thread
+ * (RAND_bytes() per identifier cost a lock, a getpid() and the DRBG's
+ * setup twice a request).  Each byte is handed out once and wiped; a
+ * fork() empties every buffer (the child must not repeat its parent's).
+ */
+#define RANDOM_BUF	512
+static volatile unsigned	random_gen = 1;	/* bumped in a forked child */
+static pthread_once_t		random_once = PTHREAD_ONCE_INIT;
+static __thread struct {
+	unsigned	gen;
+	size_t		used;
+	unsigned char	b[RANDOM_BUF];
+} rnd;
+
+static void
+random_forked(void)
+{
+	random_gen++;
+}
+
+static void
+random_init(void)
+{
+	pthread_atfork(NULL, NULL, random_forked);
+}
+
+static int
+random_bytes(unsigned char *out, size_t n)
+{
+	pthread_once(&random_once, random_init);
+	if (rnd.gen != random_gen || rnd.used + n > RANDOM_BUF) {
+		if (RAND_bytes(rnd.b, RANDOM_BUF) != 1) {
+			rnd.gen = 0;
+			return -1;
+		}
+		rnd.gen = random_gen;
+		rnd.used = 0;
+	}
+	memcpy(out, rnd.b + rnd.used, n);
+	OPENSSL_cleanse(rnd.b + rnd.used, n);
+	rnd.used += n;
+	return 0;
+}
+
 int
 idem_random_hex(char *out, size_t nbytes)
 {
 	unsigned char	r[64];
 
-	if (nbytes > sizeof(r) || RAND_bytes(r, (int)nbytes) != 1)
+	if (nbytes > sizeof(r) || random_bytes(r, nbytes) == -1)
 		return -1;
 	idem_hex(r, nbytes, out);
+	OPENSSL_cleanse(r, nbytes);
 	return 0;
 }
 
