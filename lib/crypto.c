@@ -4,6 +4,7 @@
  * digest (one computation for the advisory lock and the log's key_hash).
  * Depends on nothing of the runtime, so the log can use it too.
  */
+#include <pthread.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
@@ -12,12 +13,103 @@
 
 #include "internal.h"
 
+/*
+ * SHA-256's implementation fetched once for the process, and a digest
+ * context per thread (freed when the thread ends): EVP_Digest() with
+ * EVP_sha256() looked the implementation up and allocated a context on
+ * every call, four times a request.
+ */
+static pthread_once_t	 md_once = PTHREAD_ONCE_INIT;
+static pthread_key_t	 md_key;
+static EVP_MD		*md_sha256;
+
+static void
+md_ctx_free(void *ctx)
+{
+	EVP_MD_CTX_free(ctx);
+}
+
+static void
+md_init(void)
+{
+	md_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+	if (pthread_key_create(&md_key, md_ctx_free) != 0)
+		md_sha256 = NULL;	/* then the slow path, always */
+}
+
+static EVP_MD_CTX *
+md_ctx(void)
+{
+	EVP_MD_CTX	*ctx;
+
+	pthread_once(&md_once, md_init);
+	if (md_sha256 == NULL)
+		return NULL;
+	if ((ctx = pthread_getspecific(md_key)) == NULL &&
+	    (ctx = EVP_MD_CTX_new()) != NULL &&
+	    pthread_setspecific(md_key, ctx) != 0) {
+		EVP_MD_CTX_free(ctx);
+		ctx = NULL;
+	}
+	return ctx;
+}
+
 void
 idem_sha256(const void *p, size_t len, unsigned char out[32])
 {
-	unsigned int	n = 32;
+	EVP_MD_CTX	*ctx = md_ctx();
+	unsigned int	 n = 32;
 
+	if (ctx != NULL && EVP_DigestInit_ex(ctx, md_sha256, NULL) == 1 &&
+	    EVP_DigestUpdate(ctx, p, len) == 1 &&
+	    EVP_DigestFinal_ex(ctx, out, &n) == 1)
+		return;
 	EVP_Digest(p, len, out, &n, EVP_sha256(), NULL);
+}
+
+/*
+ * Random bytes drawn from OpenSSL 512 at a time into a buffer per thread
+ * (RAND_bytes() per identifier cost a lock, a getpid() and the DRBG's
+ * setup twice a request).  Each byte is handed out once and wiped; a
+ * fork() empties every buffer (the child must not repeat its parent's).
+ */
+#define RANDOM_BUF	512
+static volatile unsigned	random_gen = 1;	/* bumped in a forked child */
+static pthread_once_t		random_once = PTHREAD_ONCE_INIT;
+static __thread struct {
+	unsigned	gen;
+	size_t		used;
+	unsigned char	b[RANDOM_BUF];
+} rnd;
+
+static void
+random_forked(void)
+{
+	random_gen++;
+}
+
+static void
+random_init(void)
+{
+	pthread_atfork(NULL, NULL, random_forked);
+}
+
+static int
+random_bytes(unsigned char *out, size_t n)
+{
+	pthread_once(&random_once, random_init);
+	if (rnd.gen != random_gen || rnd.used + n > RANDOM_BUF) {
+		if (RAND_bytes(rnd.b, RANDOM_BUF) != 1) {
+			rnd.gen = 0;
+			return -1;
+		}
+		rnd.gen = random_gen;
+		rnd.used = 0;
+	}
+	memcpy(out, rnd.b + rnd.used, n);
+	OPENSSL_cleanse(rnd.b + rnd.used, n);
+	rnd.used += n;
+	return 0;
 }
 
 int
@@ -25,9 +117,10 @@ idem_random_hex(char *out, size_t nbytes)
 {
 	unsigned char	r[64];
 
-	if (nbytes > sizeof(r) || RAND_bytes(r, (int)nbytes) != 1)
+	if (nbytes > sizeof(r) || random_bytes(r, nbytes) == -1)
 		return -1;
 	idem_hex(r, nbytes, out);
+	OPENSSL_cleanse(r, nbytes);
 	return 0;
 }
 
@@ -40,6 +133,19 @@ idem_secret_eq(const unsigned char *a, const void *b, size_t blen)
 	    CRYPTO_memcmp(a, b, IDEM_SECRET_HASH_LEN) == 0;
 }
 
+/*
+ * The last key digest of this thread: the lock id and the log's key_hash
+ * are of the same (secret, key), computed by the same worker; the second
+ * computation is a copy.
+ */
+static __thread struct {
+	int		valid;
+	unsigned char	secret[IDEM_SECRET_HASH_LEN];
+	size_t		keylen;
+	char		key[IDEM_KEY_MAX];
+	unsigned char	digest[32];
+} last_key;
+
 void
 idem_key_digest(const unsigned char secret_hash[IDEM_SECRET_HASH_LEN],
     const char *key, unsigned char out[32])
@@ -50,7 +156,18 @@ idem_key_digest(const unsigned char secret_hash[IDEM_SECRET_HASH_LEN],
 	/* Tenant-scoped: equal keys of two tenants differ. */
 	if (n > IDEM_KEY_MAX)
 		n = IDEM_KEY_MAX;
+	if (last_key.valid && last_key.keylen == n &&
+	    memcmp(last_key.secret, secret_hash, IDEM_SECRET_HASH_LEN) == 0 &&
+	    memcmp(last_key.key, key, n) == 0) {
+		memcpy(out, last_key.digest, 32);
+		return;
+	}
 	memcpy(in, secret_hash, IDEM_SECRET_HASH_LEN);
 	memcpy(in + IDEM_SECRET_HASH_LEN, key, n);
 	idem_sha256(in, IDEM_SECRET_HASH_LEN + n, out);
+	memcpy(last_key.secret, secret_hash, IDEM_SECRET_HASH_LEN);
+	memcpy(last_key.key, key, n);
+	last_key.keylen = n;
+	memcpy(last_key.digest, out, 32);
+	last_key.valid = 1;
 }

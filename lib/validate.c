@@ -3,6 +3,7 @@
  * bounds, an enum set, a pattern or a callback, nested objects.  Pure (no
  * request): the fuzz harness links it alone; body.c puts it on routes.
  */
+#include <pthread.h>
 #include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -143,14 +144,65 @@ in_set(const char *s, const char *const *set)
 	return 0;
 }
 
+/*
+ * Declared patterns, compiled once: compiling one cost more than the rest
+ * of a body's validation, on every request.  A program declares few and
+ * never changes them; keyed by text (not by address), kept for the life
+ * of the process.  Past the table's size, a pattern is compiled per use.
+ * regexec() on a shared regex_t is thread-safe (POSIX).
+ */
+#define PATTERNS_MAX	64
+static struct {
+	char	*text;
+	regex_t	 re;
+	int	 ok;		/* regcomp() accepted it */
+} patterns[PATTERNS_MAX];
+static size_t		npatterns;
+static pthread_mutex_t	patterns_lock = PTHREAD_MUTEX_INITIALIZER;
+
+enum pattern_get { PATTERN_CACHED, PATTERN_BAD, PATTERN_FULL };
+
+static enum pattern_get
+pattern_get(const char *pattern, const regex_t **re)
+{
+	enum pattern_get	 rc = PATTERN_FULL;
+	size_t			 i;
+
+	pthread_mutex_lock(&patterns_lock);
+	for (i = 0; i < npatterns; i++)
+		if (strcmp(patterns[i].text, pattern) == 0)
+			break;
+	if (i == npatterns && npatterns < PATTERNS_MAX &&
+	    (patterns[i].text = strdup(pattern)) != NULL) {
+		patterns[i].ok = regcomp(&patterns[i].re, pattern,
+		    REG_EXTENDED | REG_NOSUB) == 0;
+		npatterns++;
+	}
+	if (i < npatterns) {
+		rc = patterns[i].ok ? PATTERN_CACHED : PATTERN_BAD;
+		*re = &patterns[i].re;
+	}
+	pthread_mutex_unlock(&patterns_lock);
+	return rc;
+}
+
 static int
 matches(const char *s, const char *pattern)
 {
-	regex_t	re;
-	int	rc;
+	const regex_t	*cached;
+	regex_t		 re;
+	int		 rc;
 
-	if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0)
+	switch (pattern_get(pattern, &cached)) {
+	case PATTERN_CACHED:
+		return regexec(cached, s, 0, NULL, 0) == 0;
+	case PATTERN_BAD:
 		return 0;	/* an author's bad pattern refuses, never admits */
+	case PATTERN_FULL:
+		break;
+	}
+	if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0)
+		return 0;
 	rc = regexec(&re, s, 0, NULL, 0);
 	regfree(&re);
 	return rc == 0;
