@@ -5,12 +5,24 @@ Preference-Applied); past N, the 409 of today; without the preference, the
 409 at once.  The first request is held by a trigger that sleeps in
 pg_sleep (one per check, keyed on the payment's description)."""
 
+import os
 import threading
 import time
 
 from harness import check, q
 
 PAY = "/v1/payments"
+# Under a wrapper (valgrind) the app is many times slower: the timing
+# targets below are the product's for the app as built, so they are
+# asserted only then; the answers are asserted always.
+NATIVE = not os.environ.get("IDEM_APP_WRAPPER")
+# How much longer the first request is held there, so that the duplicates
+# still find it in flight.
+SLOW = 1 if NATIVE else 4
+
+
+def _sleep(seconds):
+    return "perform pg_sleep(%g)" % (seconds * SLOW)
 
 
 def _first(t, body, key):
@@ -108,7 +120,7 @@ class _InFlight:
        "first's answer replayed within 1.2 s, Preference-Applied: wait=5; "
        "one payment")
 def _(t):
-    with _InFlight(t, "wait", "perform pg_sleep(1)") as f:
+    with _InFlight(t, "wait", _sleep(1)) as f:
         dup, took = _timed_post(t, f.body, f.key, prefer="wait=5")
         first = f.first()
         t.expect_status(first, 201)
@@ -117,8 +129,8 @@ def _(t):
                     "Preference-Applied")
         # The issue's target: the duplicate of a 1 s request answered
         # within 1.2 s of being sent (it was sent once the first slept).
-        t.expect(took < 1.2, "the duplicate answered after %.2fs "
-                 "(target < 1.2s)" % took)
+        t.expect(took < 1.2 or not NATIVE, "the duplicate answered after "
+                 "%.2fs (target < 1.2s)" % took)
         t.note("the duplicate answered after %.2fs" % took)
         t.expect_eq(_payments(t, f.desc), 1, "payments for the key")
 
@@ -127,7 +139,7 @@ def _(t):
        "duplicate, a retry like any other, executes and fails the same way; "
        "nothing stored, no payment")
 def _(t):
-    with _InFlight(t, "waitfail", "perform pg_sleep(1); raise exception "
+    with _InFlight(t, "waitfail", _sleep(1) + "; raise exception "
                    "'declined by the test trigger'") as f:
         dup, took = _timed_post(t, f.body, f.key, prefer="wait=5")
         t.expect_problem(f.first(), 500, "internal-error")
@@ -145,7 +157,7 @@ def _(t):
        "idempotency-key-in-flight after about 1 s, no Preference-Applied; "
        "then the first's answer replays")
 def _(t):
-    with _InFlight(t, "waitlong", "perform pg_sleep(3)") as f:
+    with _InFlight(t, "waitlong", _sleep(3)) as f:
         dup, took = _timed_post(t, f.body, f.key, prefer="wait=1")
         t.expect_problem(dup, 409, "idempotency-key-in-flight")
         t.expect_eq((dup.header("Retry-After") or "").strip(), "1",
@@ -154,8 +166,8 @@ def _(t):
                     "Preference-Applied on the 409")
         # It waited (at least 0.8 s: the last poll may end up to one
         # interval early) and not much past 1 s (a loaded machine: 2.5).
-        t.expect(0.8 <= took < 2.5, "the 409 came after %.2fs (want about "
-                 "1s)" % took)
+        t.expect(0.8 <= took and (took < 2.5 or not NATIVE), "the 409 came "
+                 "after %.2fs (want about 1s)" % took)
         first = f.first()
         t.expect_status(first, 201)
         t.expect_replay_of(t.post(PAY, f.body, key=f.key), first)
@@ -165,13 +177,13 @@ def _(t):
 @check("no wait preference (or an unusable one) -> 409 at once, as without "
        "Prefer")
 def _(t):
-    with _InFlight(t, "nowait", "perform pg_sleep(2)") as f:
+    with _InFlight(t, "nowait", _sleep(2)) as f:
         for prefer in (None, "return=minimal", "wait=0", "wait=soon"):
             r, took = _timed_post(t, f.body, f.key, prefer=prefer)
             t.expect_problem(r, 409, "idempotency-key-in-flight")
             t.expect_eq(r.header("Preference-Applied"), None,
                         "Preference-Applied (Prefer: %s)" % prefer)
             # At once: well under the first's 2 s sleep.
-            t.expect(took < 1.0, "Prefer: %s: the 409 came after %.2fs"
-                     % (prefer, took))
+            t.expect(took < 1.0 or not NATIVE, "Prefer: %s: the 409 came "
+                     "after %.2fs" % (prefer, took))
         t.expect_status(f.first(), 201)

@@ -365,7 +365,7 @@ static void
 test_openapi(void)
 {
 	static const char conf[] = "[server]\nrequest_timeout = 1s\n"
-	    "[idempotency]\nlock_timeout = 1500ms\n"
+	    "[idempotency]\nlease = 4500ms\n"
 	    "ttl = 2d\n[route \"POST /x/:id\"]\nttl = 3d\n";
 	static const char *const want[] = {
 		"\"openapi\":\"3.1.0\"",
@@ -374,7 +374,7 @@ test_openapi(void)
 		"{\"name\":\"Idempotency-Key\",\"in\":\"header\","
 		    "\"required\":true",
 		"\"x-idempotency\":{\"required\":true,\"retention_seconds\":"
-		    "259200,\"lock_timeout_seconds\":1.500}",
+		    "259200,\"lock_timeout_seconds\":4.500}",
 		"\"/y\":{\"post\":{\"parameters\":[{\"name\":"
 		    "\"Idempotency-Key\"",
 		"\"retention_seconds\":172800,",
