@@ -2,6 +2,7 @@
  * backoff.c - the completer's retry schedule (exponential, capped, with
  * jitter) and when it stops retrying a record and asks for an operator.
  */
+#include "config.h"	/* configure's switches: rebuilt when they change */
 #include "backoff.h"
 
 long long

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"	/* configure's switches: rebuilt when they change */
 #include "peer.h"
 
 /* The next token of a comma- or blank-separated list: its length, 0 at
