@@ -123,8 +123,9 @@ int		 idem_app_config_bool(const idem_app *app, const char *section,
 int		 idem_app_init(idem_app *app, int argc, char *argv[]);
 /* Serve until SIGTERM/SIGINT, drain, and return the exit status. */
 int		 idem_app_run(idem_app *app);
-/* idem_app_run()'s status when requests were still running at the drain's
- * deadline (they were cut off: their keys are left to the lease). */
+/* The exit status when requests were still running at the drain's
+ * deadline (they were cut off: their keys are left to the lease); the
+ * process then exits at once, idem_app_run() does not return. */
 #define IDEM_EXIT_UNDRAINED	3
 /* idem_app_init() then idem_app_run(). */
 int		 idem_app_main(idem_app *app, int argc, char *argv[]);

@@ -259,7 +259,14 @@ idem_runtime_run(idem_app *app, const char *addr)
 		/* A handler is stuck: leave without freeing what it uses. */
 		idem_log(IDEM_LOG_WARN, "runtime: %u requests (or the janitor) "
 		    "still running after %d ms; exiting", rt.running, DRAIN_MS);
-		return IDEM_EXIT_UNDRAINED;
+		/*
+		 * Exit here: returning would let the caller free the
+		 * application (idem_app_free) and exit() run its handlers
+		 * while the stuck thread still uses them (ASan saw the
+		 * use after free).  Nothing of the process is needed after.
+		 */
+		fflush(NULL);
+		_exit(IDEM_EXIT_UNDRAINED);
 	}
 	for (i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
