@@ -405,7 +405,7 @@ def completer_races_retry(t, fault):
     st0 = env.sim.stats()
     key, body, rec = abandoned(t, fault, "lrace-" + SHORT[fault])
     wait_lease_lapsed(t, rec)
-    (_done, _left, _moved), r = race(t, lambda: complete(t),
+    (done, left, _moved), r = race(t, lambda: complete(t),
                            lambda: env.post(PAY, body, key=key))
     t.expect(r.status in (201, 409), "the client's retry answered %s"
              % r.status)
