@@ -184,6 +184,7 @@ idem_app_init(idem_app *app, int argc, char *argv[])
 		fprintf(stderr, "%s: %s\n", argv[0], err);
 		return 1;
 	}
+	idem_log_lines(IDEM_LOG_WARN, app->cfg.warnings);
 	if (threads > 0)
 		app->cfg.threads = (unsigned)threads;
 	if (app->cfg.pool_size == 0)

@@ -34,7 +34,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "private.h"	/* idem_log: a deprecated key is warned of */
 #include "internal.h"
 #include "peer.h"
 
@@ -703,6 +702,17 @@ parse_section(struct parse *ps, char *s, size_t len)
 	return 0;
 }
 
+/* lock_timeout at line, in cfg->warnings for the caller to log. */
+static void
+warn_deprecated(struct idem_cfg *cfg, const char *name, unsigned long line)
+{
+	size_t	 n = strlen(cfg->warnings);
+
+	snprintf(cfg->warnings + n, sizeof(cfg->warnings) - n, "%s:%lu: "
+	    "lock_timeout is deprecated: it is the lease, write lease\n",
+	    name != NULL ? name : "config", line);
+}
+
 /* The keys of a route section, in the order of its key_line[]. */
 static const char *const route_keys[] = { "ttl", "lock_timeout",
     "deadline", "phase_deadline" };
@@ -781,9 +791,7 @@ parse_route_key(struct parse *ps, const char *key, const char *val)
 		    "lock_timeout is a deprecated alias of lease)",
 		    r->key_line[1]);
 	if (i == 1 && strcmp(key, "lock_timeout") == 0)
-		idem_log(IDEM_LOG_WARN, "%s:%lu: lock_timeout is deprecated: "
-		    "it is the lease, write lease", ps->name != NULL ?
-		    ps->name : "config", ps->line);
+		warn_deprecated(ps->cfg, ps->name, ps->line);
 	if (r->key_line[i] != 0)
 		return perr(ps, ps->line, "duplicate key %s (first on line "
 		    "%lu)", route_keys[i], r->key_line[i]);
@@ -1064,9 +1072,7 @@ idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
 		goto out;
 	}
 	if (lock_line == 0 && (lock_line = key_line(&ps, "lock_timeout")) != 0)
-		idem_log(IDEM_LOG_WARN, "%s:%lu: lock_timeout is deprecated: "
-		    "it is the lease, write lease", name != NULL ? name :
-		    "config", lock_line);
+		warn_deprecated(cfg, name, lock_line);
 	if (check_route_limits(&ps, NULL, lock_line, req_line,
 	    key_line(&ps, "ttl")) == -1)
 		goto out;

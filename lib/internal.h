@@ -341,6 +341,9 @@ struct idem_cfg {
 	/* accept (and ignore) any key of a non-framework section (idemctl) */
 	int			 any_app_keys;
 	char			*file;	/* the name parsed, for messages */
+	/* what parsing warned of ("file:line: ...", one per line), for the
+	 * caller to log: the parser itself writes nowhere */
+	char			 warnings[512];
 };
 
 /* Fill defaults. */

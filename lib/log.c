@@ -16,6 +16,18 @@ static enum idem_log_level min_level = IDEM_LOG_INFO;
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
 
 void
+idem_log_lines(enum idem_log_level lvl, const char *text)
+{
+	size_t	 n;
+
+	while (*text != '\0') {
+		n = strcspn(text, "\n");
+		idem_log(lvl, "%.*s", (int)n, text);
+		text += n + (text[n] == '\n');
+	}
+}
+
+void
 idem_log_set_level(const char *name)
 {
 	size_t	i;

@@ -74,6 +74,8 @@ void	idem_pipeline_clear(struct idem_q *q, size_t n);
 /* --- log.c --------------------------------------------------------------- */
 
 void	idem_log_set_level(const char *name);
+/* One log line per line of text (what the config parser warned of). */
+void	idem_log_lines(enum idem_log_level lvl, const char *text);
 /*
  * One JSON object per line on stderr: {"time","level","msg",...}, with
  * the "request_id" of the request this thread is serving (if any); the

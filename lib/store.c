@@ -124,6 +124,7 @@ idem_db_open(const char *config, struct idem_db_settings *set, char *err,
 		idem_cfg_free(&cfg);
 		return NULL;
 	}
+	idem_log_lines(IDEM_LOG_WARN, cfg.warnings);
 	if (set != NULL) {
 		set->lock_timeout_ms = cfg.lock_timeout_ms;
 		set->evict_batch = cfg.evict_batch;

@@ -748,8 +748,15 @@ test_lock_timeout(void)
 	/* lock_timeout: the lease's deprecated name, warned of, still read. */
 	GOOD("[idempotency]\nlock_timeout = 31s\n");
 	TAP_OK(cfg.lock_timeout_ms == 31000, "lock_timeout 31s is the lease");
+	TAP_STREQ(cfg.warnings, NAME ":2: lock_timeout is deprecated: it is "
+	    "the lease, write lease\n", "  a warning for the caller to log");
+	GOOD("[idempotency]\nlease = 10s\n[route \"POST /p\"]\n"
+	    "lock_timeout = 12s\n");
+	TAP_STREQ(cfg.warnings, NAME ":4: lock_timeout is deprecated: it is "
+	    "the lease, write lease\n", "  and in a route section");
 	GOOD("[idempotency]\nlease = 4s\n");
 	TAP_OK(cfg.lock_timeout_ms == 4000, "lease 4s");
+	TAP_STREQ(cfg.warnings, "", "  no warning for lease");
 	BAD("[idempotency]\nlease = 20s\n# x\nlock_timeout = 20s\n", 4,
 	    "lease and lock_timeout both set (lock_timeout is a deprecated "
 	    "alias of lease)");
