@@ -54,6 +54,21 @@ def params(method, uri, secret=None, body_len=None, key=None):
     return p
 
 
+def connect_unix(s, path, seconds):
+    """connect() as a blocking peer does, for at most seconds: with a
+    timeout set, a unix socket whose backlog is full (the app accepting
+    more slowly than this loop connects, as under ASan) answers EAGAIN at
+    once instead of waiting, so wait for the app here."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return s.connect(path)
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 def stages(secret):
     """The bytes each stalled connection sends, by stage."""
     begin = record(httpc.FCGI_BEGIN_REQUEST, struct.pack("!HB5x", 1, 0))
@@ -146,7 +161,7 @@ def main():
             # would wait for ever.
             s.settimeout(5)
             try:
-                s.connect(sock)
+                connect_unix(s, sock, 5)
                 s.sendall(data)
             except OSError as e:
                 ok(False, "%d stalled connections are open in the app"
