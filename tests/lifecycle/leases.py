@@ -5,8 +5,11 @@ client retry within lease + 2 s; a live owner inside a 30 s acquirer call
 is never taken over; a PostgreSQL restart at each boundary is answered
 503 and the retry resumes at once (the owner released its lease on a
 fresh connection); the heartbeat's own session terminated, the heartbeat
-reconnects and the lease stays.  After each: exactly one acquirer charge,
-one succeeded payment, a byte-identical replay.
+reconnects and the lease stays; eviction and a takeover in both forced
+orders (the eviction's DELETE held open while the retry waits on the row;
+the new owner stalled before its first commit while eviction runs).
+After each: exactly one acquirer charge, one succeeded payment, a
+byte-identical replay.
 
 Its fixtures are its own (lighttpd + payments.fcgi with a config that
 leaves the lease at its default, [payments] acquirer_timeout 40s and the
@@ -18,6 +21,8 @@ Registered into run.py's list.
 
 import http.client
 import os
+import select
+import subprocess
 import threading
 import time
 
@@ -477,6 +482,167 @@ for _fault in ("before:payment_created", "after:charged"):
            needs=("faults",))
     def _(t, fault=_fault):
         eviction_during_takeover(t, fault)
+
+
+# --- eviction and a takeover in a forced order (not a race): each side
+# held by the test while the other comes ---
+
+EVICT_ONE = ("DELETE FROM idempotency_keys WHERE id IN (SELECT id FROM "
+             "idempotency_keys k WHERE k.id = %d AND expires_at <= now() "
+             "AND idem_free(k) FOR UPDATE SKIP LOCKED) RETURNING id")
+
+
+class HeldSession:
+    """psql with its transaction kept open: statements are sent one by
+    one and each answer read back, so the test decides when it commits."""
+
+    def __init__(self, t, name):
+        self.t = t
+        self.p = subprocess.Popen(
+            ["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d",
+             t.env.conninfo + " application_name=" + name],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.pid = int(self.ask("select pg_backend_pid()"))
+
+    def ask(self, sql, timeout=20):
+        """Sends sql; its one line of output (a marker ends it)."""
+        self.p.stdin.write(sql + ";\nselect 'held-end';\n")
+        self.p.stdin.flush()
+        out = []
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            ready, _, _ = select.select([self.p.stdout], [], [], 0.5)
+            if not ready:
+                continue
+            line = self.p.stdout.readline()
+            if line == "":
+                break
+            if line.strip() == "held-end":
+                return "\n".join(out)
+            out.append(line.strip())
+        raise Failed("psql (held session) did not answer %r: %s"
+                     % (sql, self.close()))
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.stdin.close()
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        return self.p.stderr.read()[-400:]
+
+
+def lock_waiters(t, but):
+    return t.env.db.int(
+        "select count(*) from pg_stat_activity where wait_event_type = "
+        "'Lock' and pid <> %d and datname = current_database()" % but)
+
+
+@check("leases: eviction forced first: its DELETE of an expired record "
+       "whose owner was killed before:payment_created is held open, a "
+       "retry comes and waits on the row, the eviction commits -> the "
+       "retry executes afresh under a new record (evicted, then claimed: "
+       "never both); one charge, one payment, replay byte-identical",
+       needs=("faults",))
+def _(t):
+    from exactly_once import (abandoned, expire_now, one_charge,
+                              succeeded_once, wait_lease_lapsed)
+    env = t.env
+    st0 = env.sim.stats()
+    key, body, rec = abandoned(t, "before:payment_created", "levict-first")
+    expire_now(t, key)
+    wait_lease_lapsed(t, rec)
+    ev = HeldSession(t, "lc-evict-held")
+    try:
+        t.expect_eq(ev.ask("begin"), "", "BEGIN of the held eviction")
+        t.expect_eq(ev.ask(EVICT_ONE % rec["id"]), str(rec["id"]),
+                    "the eviction's DELETE (the record was free)")
+        out = {}
+
+        def retry():
+            try:
+                out["r"] = env.post(PAY, body, key=key)
+            except Exception as e:      # reported below
+                out["e"] = e
+        th = threading.Thread(target=retry, daemon=True)
+        th.start()
+        wait_until(lambda: lock_waiters(t, ev.pid) == 1 or
+                   not th.is_alive(), 20, "the retry waiting on the row "
+                   "the eviction holds")
+        t.expect(th.is_alive(), "the retry answered while the eviction "
+                 "held the row: %r" % out)
+        t.expect_eq(ev.ask("commit"), "", "COMMIT of the eviction")
+    finally:
+        ev.close()
+    th.join(30)
+    t.expect("r" in out, "the retry failed: %r" % out.get("e"))
+    r = out["r"]
+    t.expect_status(r, 201)
+    t.expect_not_replayed(r)
+    now = expect_completed(t, key, 201)
+    t.expect(now["id"] != rec["id"], "the record was evicted and claimed "
+             "afresh (a new id), not taken over: id %s" % now["id"])
+    row = succeeded_once(t, body["description"])
+    t.expect_eq(row["idem_key_id"], now["id"], "payments.idem_key_id")
+    one_charge(t, row["id"], st0)
+    replays(t, key, body, r)
+
+
+@check("leases: a takeover forced first: the retry of an owner killed "
+       "before:payment_created takes the expired record over and stalls "
+       "before its first commit; eviction runs meanwhile and leaves it "
+       "(its lease is live); the new owner answers 201; one charge, one "
+       "payment, replay byte-identical", needs=("faults",))
+def _(t):
+    from checks import evict
+    from exactly_once import (abandoned, expire_now, one_charge,
+                              succeeded_once, wait_lease_lapsed)
+    env = t.env
+    st0 = env.sim.stats()
+    key, body, rec = abandoned(t, "before:payment_created", "ltake-first")
+    expire_now(t, key)
+    wait_lease_lapsed(t, rec)
+    dead = lease_row(t, key)["token"]
+    with LeaseFixture(t, "ls-stall", "stall-before:payment_created") as fx:
+        out = {}
+
+        def retry():
+            try:
+                out["r"] = env.post(PAY, body, key=key, fx=fx.name,
+                                    timeout=STALL_S + 30)
+            except Exception as e:      # reported below
+                out["e"] = e
+        th = threading.Thread(target=retry, daemon=True)
+        th.start()
+        wait_until(lambda: (lease_row(t, key) or {}).get("token") not in
+                   (None, dead) or not th.is_alive(), 20,
+                   "the retry's takeover committed")
+        t.expect(th.is_alive(), "the retry answered before its stall: %r"
+                 % out)
+        taken = lease_row(t, key)
+        t.expect(taken["left_s"] > 0, "the new owner's lease is live")
+        n, _secs = evict(t)
+        t.expect(th.is_alive(), "the retry answered before the eviction "
+                 "ended (the stall is %d s)" % STALL_S)
+        after = lease_row(t, key)
+        t.expect(after is not None, "eviction deleted a record whose new "
+                 "owner holds a live lease")
+        t.expect_eq(after["token"], taken["token"], "the lease token "
+                    "after the eviction")
+        th.join(STALL_S + 30)
+    t.expect("r" in out, "the retry failed: %r" % out.get("e"))
+    r = out["r"]
+    t.expect_status(r, 201)
+    t.expect_not_replayed(r)
+    fin = expect_completed(t, key, 201)
+    row = succeeded_once(t, body["description"])
+    t.expect_eq(row["idem_key_id"], fin["id"], "payments.idem_key_id")
+    one_charge(t, row["id"], st0)
+    replays(t, key, body, r)
+    t.note("eviction deleted %d other keys meanwhile" % n)
 
 
 def completer_holds_retry_waits(t, fault):
