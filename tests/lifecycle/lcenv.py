@@ -198,8 +198,9 @@ class Fixture:
     bin-path (max-procs 1), with IDEM_FAULT in the app's environment when
     fault is given.  lighttpd restarts the app when it dies."""
 
-    def __init__(self, name, tmp, app, conf, fault=None):
+    def __init__(self, name, tmp, app, conf, fault=None, app_env=None):
         self.name, self.app, self.conf, self.fault = name, app, conf, fault
+        self.app_env = dict(app_env or {})     # more of the app's env
         self.dir = os.path.join(tmp, name)
         self.port = None
         self.proc = None
@@ -215,9 +216,12 @@ class Fixture:
         os.chmod(self.dir, 0o755)
         self.port = free_port()
         env_line = ""
+        app_env = dict(self.app_env)
         if self.fault:
-            env_line = ('\t"bin-environment" => ( "IDEM_FAULT" => "%s" ),\n'
-                        % self.fault)
+            app_env["IDEM_FAULT"] = self.fault
+        if app_env:
+            env_line = ('\t"bin-environment" => ( %s ),\n' % ", ".join(
+                '"%s" => "%s"' % kv for kv in sorted(app_env.items())))
         cfg = os.path.join(self.dir, "lighttpd.conf")
         with open(cfg, "w") as f:
             f.write(

@@ -14,19 +14,22 @@ byte-identical replay.
 Its fixtures are its own (lighttpd + payments.fcgi with a config that
 leaves the lease at its default, [payments] acquirer_timeout 40s and the
 route's deadline 45s), started by the check that needs them and stopped at
-its end.  A jump of the app host's clock is not tested: see
-docs/operations.md ("Leases and clocks") for why it cannot move a lease.
+its end.  The app host's wall clock stepped an hour each way mid-call
+(clockstep.c, an LD_PRELOAD shim built here) moves no lease: see
+docs/operations.md ("Leases and clocks").
 Registered into run.py's list.
 """
 
 import http.client
 import os
 import select
+import shutil
 import subprocess
 import threading
 import time
 
 from harness import Failed, check, pid_running, q
+from missing import in_ci
 from lcenv import PAY, Fixture, wait_until
 from checks import charge_of, expect_completed, replays
 
@@ -73,12 +76,12 @@ def write_lease_config(path, conninfo, appname, acquirer_url):
 class LeaseFixture:
     """A fixture of this file, in env.fx while the check runs."""
 
-    def __init__(self, t, name, fault=None):
+    def __init__(self, t, name, fault=None, app_env=None):
         env = t.env
         self.env, self.name = env, name
         conf = os.path.join(env.tmp, name + ".ini")
         write_lease_config(conf, env.conninfo, "lc-" + name, env.sim.url)
-        self.fx = Fixture(name, env.tmp, env.app, conf, fault)
+        self.fx = Fixture(name, env.tmp, env.app, conf, fault, app_env)
         env.fx[name] = self.fx
         self.fx.start()
         self.fx.wait_ready()
@@ -260,6 +263,133 @@ def _(t):
                  % (renewed, took))
         t.note("%d retries answered 409 over %.1f s; %d heartbeat renewals"
                % (n409, took, renewed))
+
+
+def clockstep_shim(t):
+    """clockstep.c (beside this file) built into the run's temp dir: the
+    LD_PRELOAD shim that steps the wall clock only."""
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if cc is None:
+        why = "no C compiler to build the clock shim (clockstep.c)"
+        if in_ci():
+            t.fail(why + "; in CI every tool is installed")
+        t.skip(why)
+    so = os.path.join(t.env.tmp, "clockstep.so")
+    if not os.path.exists(so):
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "clockstep.c")
+        p = subprocess.run([cc, "-O2", "-Wall", "-Wextra", "-shared",
+                            "-fPIC", "-o", so, src, "-ldl"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        t.expect(p.returncode == 0, "building clockstep.so: %s"
+                 % p.stdout.decode(errors="replace")[-600:])
+    return so
+
+
+JUMP_S = 3600           # the wall clock's step, each way
+JUMP_CALL_S = 30        # the owner's acquirer call
+AHEAD_S = 16            # an hour ahead this long: past the lease (10 s)
+                        # from the last beat before the step
+
+
+def retries_in_flight(t, fx, key, body, th, until):
+    """Retries every 0.5 s while the owner lives, until the monotonic
+    time until: each one 409 and the owner's lease live."""
+    n = 0
+    while th.is_alive() and time.monotonic() < until:
+        rec = lease_row(t, key)
+        r = t.post(PAY, body, key=key, fx=fx.name)
+        if not th.is_alive() and r.status != 409:
+            break           # the owner answered meanwhile: a replay
+        t.expect_problem(r, 409, "idempotency-key-in-flight")
+        t.expect(rec is None or rec["left_s"] is None or rec["left_s"] > 0,
+                 "the live owner's lease lapsed (%r)" % rec)
+        n += 1
+        time.sleep(0.5)
+    return n
+
+
+def app_clock_behind(fx):
+    """Seconds the app's newest log line is behind the real clock."""
+    lines = [ln for ln in fx.app_log_lines() if "time" in ln]
+    if not lines:
+        return None
+    stamp = time.mktime(time.strptime(lines[-1]["time"][:19],
+                                      "%Y-%m-%dT%H:%M:%S")) - time.timezone
+    return time.time() - stamp
+
+
+@check("leases: the app host's wall clock steps an hour forward, then two "
+       "hours back, while the owner is inside a 30 s acquirer call "
+       "(an LD_PRELOAD shim, the monotonic clock untouched as in a real "
+       "step) -> "
+       "the heartbeat keeps renewing, every retry meanwhile is 409, the "
+       "owner answers 201; one charge, one payment, replay byte-identical")
+def _(t):
+    env = t.env
+    shim = clockstep_shim(t)
+    offset = os.path.join(env.tmp, "clock-offset")
+    with open(offset, "w") as f:
+        f.write("0\n")
+    app_env = {"LD_PRELOAD": shim, "CLOCKSTEP_FILE": offset}
+    if os.environ.get("ASAN_OPTIONS"):
+        # The shim comes before the ASan runtime: allowed on purpose.
+        app_env["ASAN_OPTIONS"] = (os.environ["ASAN_OPTIONS"] +
+                                   ":verify_asan_link_order=0")
+    key = env.new_key("lease-clock")
+    body = env.payment_body("lease-clock")
+    st0 = env.sim.stats()
+    with LeaseFixture(t, "ls-clock", app_env=app_env) as fx:
+        slow_call(env, JUMP_CALL_S)
+        out = {}
+
+        def owner():
+            try:
+                out["r"] = env.post(PAY, body, key=key, fx=fx.name,
+                                    timeout=JUMP_CALL_S + 30)
+            except Exception as e:      # reported below
+                out["e"] = e
+        th = threading.Thread(target=owner, daemon=True)
+        t0 = time.monotonic()
+        th.start()
+        wait_until(lambda: env.sim.stats()["calls"] > st0["calls"], 10,
+                   "the owner inside its acquirer call")
+        renew0 = metric(t, fx.name, "idem_lease_renewals_total")
+        # Ahead first: a beat timed on the wall clock would then wait an
+        # hour (the lease lapses, a retry takes over); behind next: it
+        # would fire at once, over and over.
+        with open(offset, "w") as f:
+            f.write("%d\n" % JUMP_S)
+        n = retries_in_flight(t, fx, key, body, th, t0 + AHEAD_S)
+        skew = app_clock_behind(fx)
+        t.expect(skew is not None and abs(skew + JUMP_S) < 60, "the app's "
+                 "clock is not an hour ahead (its last log line is %r s "
+                 "behind): the step did not reach it" % skew)
+        renew_ahead = metric(t, fx.name, "idem_lease_renewals_total") - \
+            renew0
+        with open(offset, "w") as f:
+            f.write("-%d\n" % JUMP_S)
+        n += retries_in_flight(t, fx, key, body, th, t0 + JUMP_CALL_S + 30)
+        skew = app_clock_behind(fx)
+        t.expect(skew is not None and abs(skew - JUMP_S) < 60, "the app's "
+                 "clock is not an hour behind (%r s behind)" % skew)
+        th.join(10)
+        took = time.monotonic() - t0
+        t.expect("e" not in out, "the owner failed: %r" % out.get("e"))
+        t.expect(took >= JUMP_CALL_S, "the owner answered after %.1f s, "
+                 "before its %d s acquirer call ended" % (took, JUMP_CALL_S))
+        renewed = metric(t, fx.name, "idem_lease_renewals_total") - renew0
+        # A beat every lease/3 (3.3 s): about 5 ahead and 4 behind; on a
+        # slow machine fewer, but some in each; more than twice the 9
+        # would be beats not paced by the monotonic clock.
+        t.expect(renew_ahead >= 2 and renewed - renew_ahead >= 2 and
+                 renewed <= 18, "heartbeat renewals: %d while an hour "
+                 "ahead, %d while an hour behind" % (renew_ahead,
+                                                     renewed - renew_ahead))
+        t.expect(n >= 20, "%d retries during the call" % n)
+        exactly_once(t, key, body, out["r"], st0)
+        t.note("%d retries answered 409 over %.1f s; renewals %d ahead, "
+               "%d behind" % (n, took, renew_ahead, renewed - renew_ahead))
 
 
 def stalled_then_restarted(t, fault):

@@ -124,6 +124,7 @@ def main():
     for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(s, on_signal)
 
+    sys.path.insert(0, os.path.join(args.srcdir, "tests", "lib"))
     sys.path.insert(0, os.path.join(args.srcdir, "tests", "integration"))
     sys.path.insert(0, HERE)
     import harness
