@@ -363,8 +363,12 @@ client(void *arg)
 			break;	/* the server answered early and closed */
 		off += (size_t)k;
 	}
-	if ((rec = malloc(REC_MAX + 256)) == NULL)
+	if ((rec = malloc(REC_MAX + 256)) == NULL) {
+		/* Unread, the answer could fill the socket and block the
+		 * server for good: make its writes fail instead. */
+		shutdown(c->fd, SHUT_RDWR);
 		return NULL;
+	}
 	while (read_all(c->fd, h, 8) == 0) {
 		n = (size_t)(h[4] << 8 | h[5]) + h[6];
 		if (read_all(c->fd, rec, n) == -1)

@@ -4,9 +4,11 @@
  * retrievable in any case, request headers and the query string as the
  * handler sees them, bodies larger than a FastCGI record and than the
  * socket's buffer both ways, the 413 answered before the body, the
- * harness's key as the handler's tenant, a wrong key's 401, and the
- * harness's own errors (a bad header line, a refused configuration).
+ * harness's key as the handler's tenant, a wrong key's 401, threads
+ * sharing one harness, and the harness's own errors (a bad header line,
+ * a refused configuration).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +43,27 @@ me(idem_req *req, void *arg)
 	(void)arg;
 	snprintf(buf, sizeof(buf), "%lld", (long long)idem_req_tenant(req));
 	return idem_resp_body(req, 200, "text/plain", buf, strlen(buf));
+}
+
+/* Several threads on one harness, as a test of a race would use it. */
+#define RACERS	4
+#define ROUNDS	10
+
+static void *
+racer(void *arg)
+{
+	struct idem_test	*t = arg;
+	struct idem_test_resp	*r;
+	long			 good = 0;
+	int			 i;
+
+	for (i = 0; i < ROUNDS; i++) {
+		if (idem_test_request(t, "GET", "/me", NULL, NULL, &r) == 0 &&
+		    idem_test_status(r) == 200)
+			good++;
+		idem_test_response_free(r);
+	}
+	return (void *)good;
 }
 
 static void
@@ -168,6 +191,23 @@ main(void)
 	    idem_test_status(r) == 401,
 	    "an Authorization header replaces the harness's: 401");
 	idem_test_response_free(r);
+
+	{
+		pthread_t	th[RACERS];
+		void		*good;
+		long		 total = 0;
+		int		 i, started = 0;
+
+		for (i = 0; i < RACERS; i++)
+			if (pthread_create(&th[i], NULL, racer, t) == 0)
+				started++;
+		for (i = 0; i < started; i++)
+			if (pthread_join(th[i], &good) == 0)
+				total += (long)good;
+		TAP_OK(started == RACERS && total == RACERS * ROUNDS,
+		    "%d threads at once on one harness: %ld of %d answered 200",
+		    RACERS, total, RACERS * ROUNDS);
+	}
 
 	r = (struct idem_test_resp *)1;
 	TAP_OK(idem_test_request(t, "GET", "/me", (const char *const[])
