@@ -127,7 +127,7 @@ check "idem-test.pc, idem_test.h and idem_test(3) are installed" \
 # relay NAME FILE RC: FILE's TAP lines as our checks, then one for RC 0
 # with every planned test run and passed (a bail out fails it)
 relay() {
-	local name=$1 file=$2 rc=$3 line plan= seen=0
+	local name=$1 file=$2 rc=$3 line plan='' seen=0
 	while IFS= read -r line; do
 		case $line in
 		"ok "*) seen=$((seen + 1)); ok "$name: ${line#ok * - }" ;;
