@@ -8,6 +8,7 @@
  * Build: cc $(pkg-config --cflags idem) hello.c $(pkg-config --libs idem)
  * Run:   ./hello -c hello.ini -l 127.0.0.1:9000   (or let the web server
  *        spawn it); the greetings table is in hello.sql.
+ * Test:  make test (hello_test.c, with libidem_test: idem_test(3)).
  */
 #include <idem.h>
 
@@ -84,14 +85,14 @@ healthz(idem_req *req, void *arg)
 	return idem_json_send(j, req, 200);
 }
 
-int
-main(int argc, char *argv[])
+/* The application: its routes.  hello_test.c tests this very one. */
+idem_app *
+hello_app(void)
 {
 	idem_app	*app;
-	int		 rc;
 
 	if ((app = idem_app_new("hello")) == NULL)
-		return 1;
+		return NULL;
 	idem_app_route(app, "POST", "/v1/greetings", IDEM_ROUTE_IDEMPOTENT,
 	    greeting_create, NULL);
 	idem_app_route_body(app, "POST", "/v1/greetings", &greeting);
@@ -99,8 +100,21 @@ main(int argc, char *argv[])
 	    NULL);
 	idem_app_route(app, "GET", "/healthz", IDEM_ROUTE_PUBLIC, healthz,
 	    NULL);
+	return app;
+}
+
+#ifndef HELLO_NO_MAIN	/* hello_test.c has a main() of its own */
+int
+main(int argc, char *argv[])
+{
+	idem_app	*app;
+	int		 rc;
+
+	if ((app = hello_app()) == NULL)
+		return 1;
 	/* -c FILE, -l ADDR, -t N; serves until SIGTERM, then drains. */
 	rc = idem_app_main(app, argc, argv);
 	idem_app_free(app);
 	return rc;
 }
+#endif

@@ -11,6 +11,7 @@
  *
  * Build: cc $(pkg-config --cflags idem) ledger.c $(pkg-config --libs idem)
  * The tables are in ledger.sql; GET /openapi.json describes the API.
+ * Test:  make test (ledger_test.c, with libidem_test: idem_test(3)).
  */
 #include <string.h>
 
@@ -26,7 +27,7 @@ static const struct idem_body transfer = { (const struct idem_member[]){
 	{ .name = "memo", .type = IDEM_T_STRING, .max = 140 },
 	{ .name = NULL } }, 0, NULL, 0, 0 };
 
-/* The problem type of a refused transfer (idem_app_problem() in main). */
+/* The problem type of a refused transfer (idem_app_problem() below). */
 static int	p_declined = -1;
 
 /* Phase 1: take the amount from the source, or refuse the transfer. */
@@ -120,26 +121,40 @@ healthz(idem_req *req, void *arg)
 	return idem_json_send(j, req, 200);
 }
 
-int
-main(int argc, char *argv[])
+/* The application: its problem type and routes.  ledger_test.c tests
+ * this very one. */
+idem_app *
+ledger_app(void)
 {
 	idem_app	*app;
-	int		 rc;
 
 	if ((app = idem_app_new("ledger")) == NULL)
-		return 1;
+		return NULL;
 	if ((p_declined = idem_app_problem(app, "payment-declined", 402,
 	    "Payment declined", "The card was declined; the answer is stored "
 	    "for this key.")) == -1) {
 		idem_app_free(app);
-		return 1;
+		return NULL;
 	}
 	idem_app_route(app, "POST", "/v1/transfers", IDEM_ROUTE_PHASED,
 	    transfer_create, NULL);
 	idem_app_route_body(app, "POST", "/v1/transfers", &transfer);
 	idem_app_route(app, "GET", "/healthz", IDEM_ROUTE_PUBLIC, healthz,
 	    NULL);
+	return app;
+}
+
+#ifndef LEDGER_NO_MAIN	/* ledger_test.c has a main() of its own */
+int
+main(int argc, char *argv[])
+{
+	idem_app	*app;
+	int		 rc;
+
+	if ((app = ledger_app()) == NULL)
+		return 1;
 	rc = idem_app_main(app, argc, argv);
 	idem_app_free(app);
 	return rc;
 }
+#endif

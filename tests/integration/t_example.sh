@@ -11,7 +11,14 @@
 # "./hello -h" exits with a usage message, that a bad config key is an
 # error naming file:line, and (when systemd-socket-activate and cgi-fcgi
 # are installed) that it serves requests on a socket passed as fd 3 and
-# drains on SIGTERM.  No database is needed.
+# drains on SIGTERM.  No database is needed for that.
+#
+# The examples' own tests (hello_test.c, ledger_test.c, written with the
+# installed libidem_test: idem_test(3)) need one: with PG_CONNINFO set (a
+# cluster's conninfo; tests/run passes its own), each gets a fresh
+# database migrated by PREFIX's idemctl (PREFIX/share/idem/sql, then the
+# example's .sql), "make test" runs in a copy, and each of its TAP lines is
+# one check here, then one for its exit status and whole plan.
 #
 # Output is TAP ("ok N - ...", "not ok N - ...", the plan last); the exit
 # status is 0 only when nothing failed.  SRCDIR (default: two levels up
@@ -111,6 +118,58 @@ if [ -f "$libdir/libidem.a" ]; then
 else
 	nok "libidem.a links hello without libidem.so" "$libdir/libidem.a missing"
 fi
+
+# --- the examples' own tests, with the installed libidem_test ------------------
+check "idem-test.pc, idem_test.h and idem_test(3) are installed" \
+    "missing under $PREFIX" test -f "$PKG_CONFIG_PATH/idem-test.pc" -a \
+    -f "$PREFIX/include/idem_test.h" -a -f "$PREFIX/share/man/man3/idem_test.3"
+
+# relay NAME FILE RC: FILE's TAP lines as our checks, then one for RC 0
+# with every planned test run and passed (a bail out fails it)
+relay() {
+	local name=$1 file=$2 rc=$3 line plan='' seen=0
+	while IFS= read -r line; do
+		case $line in
+		"ok "*) seen=$((seen + 1)); ok "$name: ${line#ok * - }" ;;
+		"not ok "*) seen=$((seen + 1)); nok "$name: ${line#not ok * - }" ;;
+		1..*) plan=${line#1..} ;;
+		esac
+	done <"$file"
+	if [ "$rc" = 0 ] && [ -n "$plan" ] && [ "$plan" = "$seen" ] && [ "$seen" -gt 0 ]; then
+		ok "$name: exits 0, $seen of $plan planned tests run"
+	else
+		nok "$name: exits 0, every planned test run" \
+		    "exit $rc, plan '${plan:-none}', $seen run: $(grep -v '^ok' "$file" | head -20)"
+	fi
+}
+
+for ex in hello ledger; do
+	t="make test in a copy of examples/$ex (${ex}_test.c against PREFIX's libidem_test)"
+	if [ -z "${PG_CONNINFO:-}" ]; then
+		skip "$t" "PG_CONNINFO (a PostgreSQL to test against) is not set"
+		continue
+	fi
+	db=idem_example_${ex}_$$
+	conninfo=${PG_CONNINFO/dbname=postgres/dbname=$db}
+	if [ "$conninfo" = "$PG_CONNINFO" ]; then
+		conninfo="$PG_CONNINFO dbname=$db"
+	fi
+	cp -R "$SRCDIR/examples/$ex" "$TMP/$ex-test"
+	rm -f "$TMP/$ex-test/$ex" "$TMP/$ex-test/${ex}_test"
+	printf '[server]\nthreads = 2\nlog_level = error\n[database]\nconninfo = %s\npool_size = 2\n' \
+	    "$conninfo" >"$TMP/$ex-test/test.ini"
+	if ! out=$(psql "$PG_CONNINFO" -qc "create database $db" 2>&1) ||
+	    ! out=$("$PREFIX/bin/idemctl" -c "$TMP/$ex-test/test.ini" migrate \
+	    --dir "$PREFIX/share/idem/sql" --dir "$TMP/$ex-test" 2>&1); then
+		nok "$t" "database $db: $out"
+		continue
+	fi
+	make -s -C "$TMP/$ex-test" test CONFIG=test.ini \
+	    CFLAGS="-O2 -g -Wall -Wextra -Werror" >"$TMP/$ex-test.tap" 2>"$TMP/$ex-test.err"
+	rc=$?
+	[ "$rc" = 0 ] || cat "$TMP/$ex-test.err" >>"$TMP/$ex-test.tap"
+	relay "${ex}_test" "$TMP/$ex-test.tap" "$rc"
+done
 
 # --- the program ------------------------------------------------------------------
 cd "$TMP/hello" || finish
