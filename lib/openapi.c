@@ -212,7 +212,7 @@ static const struct builtin {
 } builtins[] = {
 	{ idem_metrics_handler, "getMetrics", "Prometheus metrics (only to "
 	  "[metrics] allow addresses, without credentials)",
-	  "text/plain; version=0.0.4", "string" },
+	  "text/plain", "string" },
 	{ idem_openapi_handler, "getOpenApi", "This OpenAPI document",
 	  "application/json", "object" },
 	{ idem_problem_doc_handler, "getProblemType", "The documentation page "
@@ -350,8 +350,10 @@ problems(idem_json *j, const idem_app *app, const struct idem_route *rt,
 		idem_json_object(j);
 		header_ref(j, "Retry-After", "RetryAfter");
 		idem_json_object_end(j);
-	} else if (status != 401 && status != 404)
-		/* The handler's 4xx are stored. */
+	} else if (status < 500 && status != 401 && status != 413 &&
+	    status != 415)
+		/* A handler's 4xx is stored (these three are the middleware's
+		 * alone, and a 5xx is never stored). */
 		success_headers(j, rt, 0);
 	idem_json_key(j, "content");
 	idem_json_object(j);
