@@ -154,7 +154,8 @@ answers(const idem_app *app, const struct idem_route *rt,
 	case IDEM_P_INVALID_JSON: case IDEM_P_MEDIA_TYPE:
 		return (f & IDEM_ROUTE_JSON) != 0;
 	case IDEM_P_VALIDATION:
-		/* Any route: a query string over request.c's bound. */
+		/* Any route: a query string over request.c's bound, a
+		 * Content-Length that is not a number. */
 		return 1;
 	case IDEM_P_TOO_LARGE:
 		/* Any route: a Content-Length over [server] max_body. */
@@ -186,9 +187,10 @@ header_ref(idem_json *j, const char *key, const char *name)
 	idem_json_object_end(j);
 }
 
-/* A response's content: one media type, its schema a JSON type. */
+/* A body's content of one media type, open at its schema's members;
+ * content_end() closes what it opened. */
 static void
-content(idem_json *j, const char *media, const char *type)
+content(idem_json *j, const char *media)
 {
 	idem_json_key(j, "content");
 	idem_json_object(j);
@@ -196,7 +198,11 @@ content(idem_json *j, const char *media, const char *type)
 	idem_json_object(j);
 	idem_json_key(j, "schema");
 	idem_json_object(j);
-	idem_json_kstr(j, "type", type);
+}
+
+static void
+content_end(idem_json *j)
+{
 	idem_json_object_end(j);
 	idem_json_object_end(j);
 	idem_json_object_end(j);
@@ -263,12 +269,7 @@ success(idem_json *j, const struct idem_route *rt,
 	    "the handler's answer");
 	success_headers(j, rt, (r->flags & IDEM_RESPONSE_LOCATION) != 0);
 	if (r->body != NULL) {
-		idem_json_key(j, "content");
-		idem_json_object(j);
-		idem_json_key(j, "application/json");
-		idem_json_object(j);
-		idem_json_key(j, "schema");
-		idem_json_object(j);
+		content(j, "application/json");
 		idem_json_kstr(j, "type", "object");
 		if (r->flags & IDEM_RESPONSE_LIST) {
 			/* idem_resp_list()'s envelope. */
@@ -303,9 +304,7 @@ success(idem_json *j, const struct idem_route *rt,
 			idem_json_bool(j, 0);
 		} else
 			schema_of_body(j, r->body, 1);
-		idem_json_object_end(j);
-		idem_json_object_end(j);
-		idem_json_object_end(j);
+		content_end(j);
 	}
 	idem_json_object_end(j);
 }
@@ -355,12 +354,7 @@ problems(idem_json *j, const idem_app *app, const struct idem_route *rt,
 		/* A handler's 4xx is stored (these three are the middleware's
 		 * alone, and a 5xx is never stored). */
 		success_headers(j, rt, 0);
-	idem_json_key(j, "content");
-	idem_json_object(j);
-	idem_json_key(j, "application/problem+json");
-	idem_json_object(j);
-	idem_json_key(j, "schema");
-	idem_json_object(j);
+	content(j, "application/problem+json");
 	idem_json_key(j, "allOf");
 	idem_json_array(j);
 	idem_json_object(j);
@@ -380,15 +374,13 @@ problems(idem_json *j, const idem_app *app, const struct idem_route *rt,
 			    idem_problem_type(app, p)->slug);
 			idem_json_str(j, uri);
 		}
-	idem_json_array_end(j);
+	idem_json_array_end(j);		/* enum */
+	idem_json_object_end(j);	/* type */
+	idem_json_object_end(j);	/* properties */
 	idem_json_object_end(j);
-	idem_json_object_end(j);
-	idem_json_object_end(j);
-	idem_json_array_end(j);
-	idem_json_object_end(j);
-	idem_json_object_end(j);
-	idem_json_object_end(j);
-	idem_json_object_end(j);
+	idem_json_array_end(j);		/* allOf */
+	content_end(j);
+	idem_json_object_end(j);	/* the response */
 }
 
 static void
@@ -407,7 +399,9 @@ responses(idem_json *j, const idem_app *app, const struct idem_route *rt)
 		idem_json_key(j, "200");
 		idem_json_object(j);
 		idem_json_kstr(j, "description", bi->summary);
-		content(j, bi->media, bi->type);
+		content(j, bi->media);
+		idem_json_kstr(j, "type", bi->type);
+		content_end(j);
 		idem_json_object_end(j);
 	} else {
 		idem_json_key(j, "2XX");
@@ -602,19 +596,12 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 		idem_json_object(j);
 		idem_json_key(j, "required");
 		idem_json_bool(j, 1);
-		idem_json_key(j, "content");
-		idem_json_object(j);
-		idem_json_key(j, "application/json");
-		idem_json_object(j);
-		idem_json_key(j, "schema");
-		idem_json_object(j);
+		content(j, "application/json");
 		if (rt->body != NULL) {
 			idem_json_kstr(j, "type", "object");
 			schema_of_body(j, rt->body, 0);
 		}
-		idem_json_object_end(j);
-		idem_json_object_end(j);
-		idem_json_object_end(j);
+		content_end(j);
 		idem_json_object_end(j);
 	}
 	responses(j, app, rt);
