@@ -120,6 +120,10 @@ deps_npm() {
 			return 0
 		}
 	fi
+	# @redocly/cli wants Node.js 20.19 or later; Debian 12's is 18
+	node -e 'const [a, b] = process.versions.node.split(".").map(Number);
+		process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)' 2>/dev/null ||
+		idem_say "Node.js $(node --version 2>/dev/null) is older than 20.19: tests/openapi/run.py will not run (install Node.js 20 or later, e.g. from NodeSource)"
 	stamp=$dir/node_modules/.package-lock.json
 	# npm ci writes that file: newer than the lock file, nothing to do
 	[ -f "$stamp" ] && [ "$stamp" -nt "$dir/package-lock.json" ] && return 0

@@ -14,6 +14,7 @@ Usage: run.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,9 +25,22 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "direct"))
 from direct import App, Db, conf_text, done, missing, ok, write  # noqa: E402
 
+# @redocly/cli 2.77 wants Node.js 20.19 or later (Debian 12's is 18).
+NODE_MIN = (20, 19)
 SERVER_URL = "https://payments.example.net"
 LICENSE = "MIT"
 TOOLS = ("redocly", "openapi-typescript", "tsc")
+
+
+def node_version():
+    """node's (major, minor), or None."""
+    try:
+        out = subprocess.run(["node", "--version"], capture_output=True,
+                             text=True, timeout=30).stdout
+    except OSError:
+        return None
+    m = re.match(r"v(\d+)\.(\d+)", out.strip())
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def fetch_document(app):
@@ -76,9 +90,15 @@ def main():
     bindir = os.path.join(here, "node_modules", ".bin")
     absent = [t for t in TOOLS
               if not os.access(os.path.join(bindir, t), os.X_OK)]
+    node = node_version()
+    why = None
     if absent:
         why = "%s not installed in tests/openapi/node_modules (npm ci " \
               "there: tests/lib/deps.sh)" % ", ".join(absent)
+    elif node is None or node < NODE_MIN:
+        why = "Node.js %s: redocly needs %d.%d or later" % (
+            ".".join(map(str, node)) if node else "not found", *NODE_MIN)
+    if why is not None:
         missing("redocly lint of /openapi.json", why)
         missing("a TypeScript client of /openapi.json type-checks", why)
         return done()
