@@ -510,53 +510,96 @@ query_parameter(idem_json *j, const struct idem_param *p)
 	idem_json_object_end(j);
 }
 
-/*
- * operationId and summary: declared (idem_app_route_summary()), the
- * library's for its own routes, else derived from the method (lower is
- * it in lower case) and the pattern: "get_v1_payments_id",
- * "GET /v1/payments/{id}".
- */
+/* The method of route rt in lower case, as an operation's key. */
 static void
-summary(idem_json *j, const struct idem_route *rt, const char *lower)
+lower_method(const struct idem_route *rt, char *buf, size_t len)
+{
+	size_t	i;
+
+	for (i = 0; rt->method[i] != '\0' && i < len - 1; i++)
+		buf[i] = (char)(rt->method[i] - 'A' + 'a');
+	buf[i] = '\0';
+}
+
+/* "/v1/orders/:id" as "/v1/orders/{id}", into buf. */
+static void
+path_template(const char *pattern, char *buf, size_t len)
+{
+	size_t	o = 0;
+
+	for (; *pattern != '\0' && o < len - 3; pattern++) {
+		if (*pattern == ':') {
+			buf[o++] = '{';
+			while (pattern[1] != '\0' && pattern[1] != '/' &&
+			    o < len - 3)
+				buf[o++] = *++pattern;
+			buf[o++] = '}';
+		} else
+			buf[o++] = *pattern;
+	}
+	buf[o] = '\0';
+}
+
+/*
+ * The operationId of route rt: declared (idem_app_route_summary()), the
+ * library's for its own routes, else derived into buf from the method and
+ * the pattern ("get_v1_payments_id").
+ */
+static const char *
+operation_id(const struct idem_route *rt, char *buf, size_t len)
 {
 	const struct builtin	*bi = builtin(rt);
 	const char		*p;
-	char			 id[256], sum[512];
-	size_t			 o, n;
+	size_t			 o;
 
-	if (rt->operation_id != NULL) {
-		idem_json_kstr(j, "operationId", rt->operation_id);
-		idem_json_kstr(j, "summary", rt->summary);
-		return;
-	}
-	if (bi != NULL) {
-		idem_json_kstr(j, "operationId", bi->operation_id);
-		idem_json_kstr(j, "summary", bi->summary);
-		return;
-	}
-	o = (size_t)snprintf(id, sizeof(id), "%s", lower);
-	for (p = rt->pattern; *p != '\0' && o < sizeof(id) - 2; p++) {
+	if (rt->operation_id != NULL)
+		return rt->operation_id;
+	if (bi != NULL)
+		return bi->operation_id;
+	lower_method(rt, buf, len);
+	for (o = strlen(buf), p = rt->pattern; *p != '\0' && o < len - 2;
+	    p++) {
 		if (*p == '/' || *p == '.' || *p == '~' || *p == '-') {
-			if (id[o - 1] != '_')
-				id[o++] = '_';
+			if (buf[o - 1] != '_')
+				buf[o++] = '_';
 		} else if (*p != ':')
-			id[o++] = *p;
+			buf[o++] = *p;
 	}
-	while (o > 1 && id[o - 1] == '_')
+	while (o > 1 && buf[o - 1] == '_')
 		o--;
-	id[o] = '\0';
+	buf[o] = '\0';
+	return buf;
+}
+
+/*
+ * operationId and summary: declared, the library's, or derived ("GET
+ * /v1/payments/{id}"); a derived operationId another route has too
+ * ("/a-b" and "/a_b") gets the route's index appended, so each is unique.
+ */
+static void
+summary(idem_json *j, const idem_app *app, const struct idem_route *rt)
+{
+	const struct builtin	*bi = builtin(rt);
+	const char		*id;
+	char			 buf[256], other[256], tmpl[512], sum[600];
+	size_t			 i, me = (size_t)(rt - app->router.routes);
+
+	id = operation_id(rt, buf, sizeof(buf));
+	for (i = 0; id == buf && i < app->router.nroutes; i++)
+		if (i != me && strcmp(operation_id(&app->router.routes[i],
+		    other, sizeof(other)), id) == 0) {
+			snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf),
+			    "_%lu", (unsigned long)me);
+			break;
+		}
 	idem_json_kstr(j, "operationId", id);
-	n = (size_t)snprintf(sum, sizeof(sum), "%s ", rt->method);
-	for (p = rt->pattern; *p != '\0' && n < sizeof(sum) - 3; p++) {
-		if (*p == ':') {
-			sum[n++] = '{';
-			while (p[1] != '\0' && p[1] != '/' && n < sizeof(sum) - 3)
-				sum[n++] = *++p;
-			sum[n++] = '}';
-		} else
-			sum[n++] = *p;
+	if (rt->summary != NULL || bi != NULL) {
+		idem_json_kstr(j, "summary", rt->summary != NULL ? rt->summary :
+		    bi->summary);
+		return;
 	}
-	sum[n] = '\0';
+	path_template(rt->pattern, tmpl, sizeof(tmpl));
+	snprintf(sum, sizeof(sum), "%s %s", rt->method, tmpl);
 	idem_json_kstr(j, "summary", sum);
 }
 
@@ -569,12 +612,10 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 	char				 lower[16], name[64];
 	size_t				 i, nexclude;
 
-	for (i = 0; rt->method[i] != '\0' && i < sizeof(lower) - 1; i++)
-		lower[i] = (char)(rt->method[i] - 'A' + 'a');
-	lower[i] = '\0';
+	lower_method(rt, lower, sizeof(lower));
 	idem_json_key(j, lower);
 	idem_json_object(j);
-	summary(j, rt, lower);
+	summary(j, app, rt);
 	idem_json_key(j, "parameters");
 	idem_json_array(j);
 	/* The pattern is stored twice, the copy cut at each '/'. */
@@ -643,24 +684,13 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 	idem_json_object_end(j);
 }
 
-/* "/v1/orders/:id" as "/v1/orders/{id}". */
+/* A path item's key: the pattern as a template. */
 static void
 path_key(idem_json *j, const char *pattern)
 {
 	char	buf[512];
-	size_t	o = 0;
 
-	for (; *pattern != '\0' && o < sizeof(buf) - 3; pattern++) {
-		if (*pattern == ':') {
-			buf[o++] = '{';
-			while (pattern[1] != '\0' && pattern[1] != '/' &&
-			    o < sizeof(buf) - 3)
-				buf[o++] = *++pattern;
-			buf[o++] = '}';
-		} else
-			buf[o++] = *pattern;
-	}
-	buf[o] = '\0';
+	path_template(pattern, buf, sizeof(buf));
 	idem_json_key(j, buf);
 }
 
