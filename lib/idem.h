@@ -404,7 +404,8 @@ int		 idem_resp_list(idem_req *req, const PGresult *r, long limit);
  * A route's operationId (letters, digits, '_' and '-', 1 to 64) and
  * summary (one line, at most 200 characters) in /openapi.json.  Without
  * them the document derives both from the method and the pattern
- * ("get_v1_payments_id", "GET /v1/payments/{id}").  0, or -1 (no such
+ * ("get_v1_payments_id", "GET /v1/payments/{id}"; made unique with the
+ * route's index when two derive alike).  0, or -1 (no such
  * route, declared twice, a bad operationId or summary, an operationId
  * another route has).  See idem_app_route_summary(3).
  */
