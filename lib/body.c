@@ -133,9 +133,8 @@ idem_req_qparam_bool(const idem_req *req, const char *name, int dflt)
 	return v != NULL ? strcmp(v, "true") == 0 : dflt;
 }
 
-/* The route registered with method and pattern, or NULL. */
-static struct idem_route *
-route_of(idem_app *app, const char *method, const char *pattern)
+struct idem_route *
+idem_route_of(idem_app *app, const char *method, const char *pattern)
 {
 	size_t	 i;
 
@@ -158,7 +157,7 @@ idem_app_route_query(idem_app *app, const char *method, const char *pattern,
 	for (n = 0; params[n].name != NULL; n++)
 		if (n == IDEM_PARAMS_MAX)
 			return -1;
-	if ((rt = route_of(app, method, pattern)) == NULL ||
+	if ((rt = idem_route_of(app, method, pattern)) == NULL ||
 	    rt->query != NULL)
 		return -1;	/* no such route, or declared twice */
 	rt->query = params;
@@ -193,7 +192,7 @@ idem_app_route_body(idem_app *app, const char *method, const char *pattern,
 
 	if (app == NULL || method == NULL || pattern == NULL || b == NULL)
 		return -1;
-	if ((rt = route_of(app, method, pattern)) == NULL ||
+	if ((rt = idem_route_of(app, method, pattern)) == NULL ||
 	    !(rt->flags & IDEM_ROUTE_JSON) || rt->body != NULL)
 		return -1;	/* no parsed body, or declared twice */
 	rt->body = b;

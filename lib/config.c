@@ -54,6 +54,7 @@ enum cfg_sect {
 	S_DATABASE,
 	S_IDEM,
 	S_METRICS,
+	S_OPENAPI,
 	S_ROUTE,
 	S_APP,
 	S_IGNORE,	/* a section of another program (any_app_keys) */
@@ -68,6 +69,7 @@ enum cfg_type {
 	T_CHOICE,	/* char *, one of choices ("a|b|c") */
 	T_ADDRS,	/* char *, comma-separated IP addresses */
 	T_URIBASE,	/* char *, a URI (reference) ending in '/' */
+	T_URL,		/* char *, an http(s) URL or a path starting with '/' */
 	T_MODE,		/* unsigned, a socket file's octal mode */
 };
 
@@ -131,6 +133,8 @@ static const struct cfg_key cfg_keys[] = {
 	{ S_METRICS, "socket_group", T_STR, OFF(metrics_socket_group), 0, 0,
 	    NULL },
 	{ S_METRICS, "allow_uid", T_STR, OFF(metrics_allow_uid), 0, 0, NULL },
+	{ S_OPENAPI, "server_url", T_URL, OFF(openapi_server_url), 0, 0, NULL },
+	{ S_OPENAPI, "license", T_STR, OFF(openapi_license), 0, 0, NULL },
 };
 #define NKEYS	(sizeof(cfg_keys) / sizeof(cfg_keys[0]))
 
@@ -139,6 +143,7 @@ static const char *const sect_names[] = {
 	[S_DATABASE] = "database",
 	[S_IDEM] = "idempotency",
 	[S_METRICS] = "metrics",
+	[S_OPENAPI] = "openapi",
 	[S_ROUTE] = "route",
 };
 
@@ -492,6 +497,20 @@ uri_base_ok(const char *s)
 	    strncmp(s, "urn:", 4) == 0 || strncmp(s, "tag:", 4) == 0);
 }
 
+/* [openapi] server_url: a URL the document's clients resolve paths on. */
+static int
+url_ok(const char *s)
+{
+	size_t	n = strlen(s), i;
+
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] >= 0x7f ||
+		    strchr("\"<>\\`{}|^", s[i]) != NULL)
+			return 0;
+	return s[0] == '/' || (strncmp(s, "http://", 7) == 0 && n > 7) ||
+	    (strncmp(s, "https://", 8) == 0 && n > 8);
+}
+
 /* Is v one of the '|'-separated words of choices? */
 static int
 is_choice(const char *choices, const char *v)
@@ -588,6 +607,12 @@ set_builtin(struct parse *ps, const struct cfg_key *k, const char *v)
 		if (!uri_base_ok(v))
 			return perr(ps, ps->line, "%s must be an absolute URI or "
 			    "a path starting with '/', ending in '/', without "
+			    "blanks, quotes, '<' or '>'", k->name);
+		break;
+	case T_URL:
+		if (!url_ok(v))
+			return perr(ps, ps->line, "%s must be an http:// or "
+			    "https:// URL or a path starting with '/', without "
 			    "blanks, quotes, '<' or '>'", k->name);
 		break;
 	case T_STR:
@@ -1247,6 +1272,8 @@ idem_cfg_free(struct idem_cfg *cfg)
 	free(cfg->log_level);
 	free(cfg->prepared_statements);
 	free(cfg->problem_base);
+	free(cfg->openapi_server_url);
+	free(cfg->openapi_license);
 	free(cfg->conninfo);
 	free(cfg->metrics_allow);
 	free(cfg->metrics_listen);

@@ -398,6 +398,56 @@ int		 idem_req_qparam_bool(const idem_req *req, const char *name,
  */
 int		 idem_resp_list(idem_req *req, const PGresult *r, long limit);
 
+/* --- the route in /openapi.json ----------------------------------------- */
+
+/*
+ * A route's operationId (letters, digits, '_' and '-', 1 to 64) and
+ * summary (one line, at most 200 characters) in /openapi.json.  Without
+ * them the document derives both from the method and the pattern
+ * ("get_v1_payments_id", "GET /v1/payments/{id}"; made unique with the
+ * route's index when two derive alike).  0, or -1 (no such
+ * route, declared twice, a bad operationId or summary, an operationId
+ * another route has).  See idem_app_route_summary(3).
+ */
+int		 idem_app_route_summary(idem_app *app, const char *method,
+		    const char *pattern, const char *operation_id,
+		    const char *summary);
+
+#define IDEM_RESPONSE_LIST	0x01u	/* idem_resp_list() of body objects */
+#define IDEM_RESPONSE_LOCATION	0x02u	/* with a Location header */
+/*
+ * A success the route answers: its status (200 to 299) and its JSON
+ * object, declared as a request body is (struct idem_body).  In a
+ * response every declared member is present; one without IDEM_REQUIRED
+ * may be null.  With IDEM_RESPONSE_LIST the answer is idem_resp_list()'s
+ * {"object": "list", "data": [objects], "has_more"}.
+ */
+struct idem_response {
+	int			 status;
+	const struct idem_body	*body;	/* NULL: no body */
+	unsigned		 flags;	/* IDEM_RESPONSE_* */
+	const char		*doc;	/* one line, its description */
+};
+/*
+ * Declare the successes of a route (a list ended by status 0): each is
+ * a 2XX response of /openapi.json with its schema, in place of the
+ * undescribed "2XX".  0, or -1 (no such route, declared twice, a status
+ * outside 200..299 or repeated, an empty list).  Nothing is checked at
+ * run time: the handler answers.  See idem_app_route_response(3).
+ */
+int		 idem_app_route_response(idem_app *app, const char *method,
+		    const char *pattern, const struct idem_response *responses);
+/*
+ * The application's problem types (idem_app_problem(), by slug; a list
+ * ended by NULL) that the route's handler may answer: each is listed
+ * under its status in /openapi.json, besides the library's own that the
+ * route can get.  0, or -1 (no such route, declared twice, a slug that is
+ * not an application problem type registered before).  See
+ * idem_app_route_problems(3).
+ */
+int		 idem_app_route_problems(idem_app *app, const char *method,
+		    const char *pattern, const char *const *slugs);
+
 /* Typed top-level members of the (validated) body. */
 yajl_val	 idem_req_member(const idem_req *req, const char *name);
 const char	*idem_req_str(const idem_req *req, const char *name);

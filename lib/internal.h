@@ -308,6 +308,8 @@ struct idem_cfg {
 	char			*listen;		/* NULL */
 	char			*log_level;		/* "info" */
 	char			*problem_base;		/* "/problems/" */
+	char			*openapi_server_url;	/* [openapi] server_url */
+	char			*openapi_license;	/* [openapi] license */
 	/* [database] */
 	char			*conninfo;		/* NULL: PG* env */
 	unsigned		 pool_size;		/* 0: = threads */
@@ -439,6 +441,10 @@ struct idem_route {
 	const struct idem_body	*body;
 	/* idem_app_route_query(): the same for the query string */
 	const struct idem_param	*query;
+	/* openapi.c: what /openapi.json says of the route */
+	const char		*operation_id, *summary;
+	const struct idem_response *responses;
+	const char *const	*problems;	/* application slugs */
 };
 
 struct idem_router {

@@ -1,7 +1,9 @@
 /*
  * openapi.c - GET /openapi.json: an OpenAPI 3.1 document generated from
- * the route table, the declared bodies, the problem types and, for each
- * idempotent route, the retention the running config enforces.
+ * the route table, the declared bodies, responses and problem types
+ * (idem_app_route_response(), idem_app_route_problems(),
+ * idem_app_route_summary()) and, for each idempotent route, the retention
+ * the running config enforces.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +23,8 @@ seconds(idem_json *j, long long ms)
 	return idem_json_number(j, buf);
 }
 
-static void schema_of_body(idem_json *j, const struct idem_body *b);
+static void schema_of_body(idem_json *j, const struct idem_body *b,
+    int response);
 
 static void
 bounds(idem_json *j, const struct idem_member *m, const char *lo,
@@ -33,9 +36,11 @@ bounds(idem_json *j, const struct idem_member *m, const char *lo,
 	idem_json_kint(j, hi, m->max);
 }
 
-/* A member's JSON Schema; optional ones also accept null (as absent). */
+/* A member's JSON Schema; optional ones also accept null (as absent).
+ * response: the schema of an answer's member (see struct idem_response). */
 static void
-schema_of_member(idem_json *j, const struct idem_member *m, int nullable)
+schema_of_member(idem_json *j, const struct idem_member *m, int nullable,
+    int response)
 {
 	static const char *const types[] = { [IDEM_T_INTEGER] = "integer",
 	    [IDEM_T_STRING] = "string", [IDEM_T_BOOLEAN] = "boolean",
@@ -76,7 +81,7 @@ schema_of_member(idem_json *j, const struct idem_member *m, int nullable)
 	case IDEM_T_OBJECT:
 		bounds(j, m, "minProperties", "maxProperties");
 		if (m->object != NULL)
-			schema_of_body(j, m->object);
+			schema_of_body(j, m->object, response);
 		break;
 	default:
 		break;
@@ -84,9 +89,13 @@ schema_of_member(idem_json *j, const struct idem_member *m, int nullable)
 	idem_json_object_end(j);
 }
 
-/* The members of an object schema (properties, required, the rest). */
+/*
+ * The members of an object schema (properties, required, the rest).  In a
+ * request an optional member may be absent or null; in a response
+ * (response != 0) every member is present, an optional one maybe null.
+ */
 static void
-schema_of_body(idem_json *j, const struct idem_body *b)
+schema_of_body(idem_json *j, const struct idem_body *b, int response)
 {
 	const struct idem_member	*m;
 
@@ -94,20 +103,20 @@ schema_of_body(idem_json *j, const struct idem_body *b)
 	idem_json_object(j);
 	for (m = b->members; m != NULL && m->name != NULL; m++) {
 		idem_json_key(j, m->name);
-		schema_of_member(j, m, !(m->flags & IDEM_REQUIRED));
+		schema_of_member(j, m, !(m->flags & IDEM_REQUIRED), response);
 	}
 	idem_json_object_end(j);
 	idem_json_key(j, "required");
 	idem_json_array(j);
 	for (m = b->members; m != NULL && m->name != NULL; m++)
-		if (m->flags & IDEM_REQUIRED)
+		if (response || (m->flags & IDEM_REQUIRED))
 			idem_json_str(j, m->name);
 	idem_json_array_end(j);
 	idem_json_key(j, "additionalProperties");
 	if (!(b->flags & IDEM_BODY_OPEN))
 		idem_json_bool(j, 0);
 	else if (b->rest != NULL)
-		schema_of_member(j, b->rest, 0);
+		schema_of_member(j, b->rest, 0, response);
 	else
 		idem_json_bool(j, 1);
 	if ((b->flags & IDEM_BODY_OPEN) && (b->name_min || b->name_max)) {
@@ -119,9 +128,22 @@ schema_of_body(idem_json *j, const struct idem_body *b)
 	}
 }
 
+/* Is slug one of the application problem types route rt declared? */
+static int
+declared(const struct idem_route *rt, const char *slug)
+{
+	const char *const	*s;
+
+	for (s = rt->problems; s != NULL && *s != NULL; s++)
+		if (strcmp(*s, slug) == 0)
+			return 1;
+	return 0;
+}
+
 /* Can route rt answer with problem p? */
 static int
-answers(const struct idem_route *rt, enum idem_problem p)
+answers(const idem_app *app, const struct idem_route *rt,
+    enum idem_problem p)
 {
 	unsigned	f = rt->flags;
 
@@ -129,81 +151,268 @@ answers(const struct idem_route *rt, enum idem_problem p)
 	case IDEM_P_KEY_MISSING: case IDEM_P_KEY_INVALID:
 	case IDEM_P_KEY_IN_FLIGHT: case IDEM_P_KEY_REUSED:
 		return (f & IDEM_ROUTE_IDEMPOTENT) != 0;
-	case IDEM_P_INVALID_JSON: case IDEM_P_TOO_LARGE: case IDEM_P_MEDIA_TYPE:
+	case IDEM_P_INVALID_JSON: case IDEM_P_MEDIA_TYPE:
 		return (f & IDEM_ROUTE_JSON) != 0;
 	case IDEM_P_VALIDATION:
-		return rt->body != NULL || rt->query != NULL;
+		/* Any route: a query string over request.c's bound, a
+		 * Content-Length that is not a number. */
+		return 1;
+	case IDEM_P_TOO_LARGE:
+		/* Any route: a Content-Length over [server] max_body. */
+		return 1;
 	case IDEM_P_UNAUTHORIZED:
-		return !(f & IDEM_ROUTE_PUBLIC);
+		return !(f & (IDEM_ROUTE_PUBLIC | IDEM_ROUTE_LOCAL));
 	case IDEM_P_NOT_FOUND:
 		return strchr(rt->pattern, ':') != NULL ||
 		    (f & IDEM_ROUTE_LOCAL) != 0;
 	case IDEM_P_UNAVAILABLE: case IDEM_P_INTERNAL:
 		return 1;
 	default:
-		return 0;	/* the application's own: listed globally */
+		/* The application's own: those the route declared. */
+		return p >= IDEM_P__MAX &&
+		    declared(rt, idem_problem_type(app, p)->slug);
 	}
+}
+
+/* A reference to components/headers/name, under key (the header). */
+static void
+header_ref(idem_json *j, const char *key, const char *name)
+{
+	char	ref[64];
+
+	snprintf(ref, sizeof(ref), "#/components/headers/%s", name);
+	idem_json_key(j, key);
+	idem_json_object(j);
+	idem_json_kstr(j, "$ref", ref);
+	idem_json_object_end(j);
+}
+
+/* A body's content of one media type, open at its schema's members;
+ * content_end() closes what it opened. */
+static void
+content(idem_json *j, const char *media)
+{
+	idem_json_key(j, "content");
+	idem_json_object(j);
+	idem_json_key(j, media);
+	idem_json_object(j);
+	idem_json_key(j, "schema");
+	idem_json_object(j);
+}
+
+static void
+content_end(idem_json *j)
+{
+	idem_json_object_end(j);
+	idem_json_object_end(j);
+	idem_json_object_end(j);
+}
+
+/*
+ * The library's own routes: what they are and answer (a media type, its
+ * JSON type).  The application's routes declare theirs.
+ */
+static const struct builtin {
+	idem_handler_fn	 fn;
+	const char	*operation_id, *summary, *media, *type;
+} builtins[] = {
+	{ idem_metrics_handler, "getMetrics", "Prometheus metrics (only to "
+	  "[metrics] allow addresses, without credentials)",
+	  "text/plain", "string" },
+	{ idem_openapi_handler, "getOpenApi", "This OpenAPI document",
+	  "application/json", "object" },
+	{ idem_problem_doc_handler, "getProblemType", "The documentation page "
+	  "of a problem type", "text/html", "string" },
+};
+
+static const struct builtin *
+builtin(const struct idem_route *rt)
+{
+	size_t	i;
+
+	for (i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++)
+		if (builtins[i].fn == rt->fn)
+			return &builtins[i];
+	return NULL;
+}
+
+/* The headers of a success (or a stored 4xx) of route rt. */
+static void
+success_headers(idem_json *j, const struct idem_route *rt, int location)
+{
+	if (!location && !(rt->flags & IDEM_ROUTE_IDEMPOTENT))
+		return;
+	idem_json_key(j, "headers");
+	idem_json_object(j);
+	if (location)
+		header_ref(j, "Location", "Location");
+	if (rt->flags & IDEM_ROUTE_IDEMPOTENT) {
+		/* The first answer and every replay (stored 4xx too). */
+		header_ref(j, "Idempotency-Key-Expires",
+		    "IdempotencyKeyExpires");
+		header_ref(j, "Idempotent-Replayed", "IdempotentReplayed");
+	}
+	idem_json_object_end(j);
+}
+
+/* A declared success: its schema from the route's struct idem_body. */
+static void
+success(idem_json *j, const struct idem_route *rt,
+    const struct idem_response *r)
+{
+	char	code[8];
+
+	snprintf(code, sizeof(code), "%d", r->status);
+	idem_json_key(j, code);
+	idem_json_object(j);
+	idem_json_kstr(j, "description", r->doc != NULL ? r->doc :
+	    "the handler's answer");
+	success_headers(j, rt, (r->flags & IDEM_RESPONSE_LOCATION) != 0);
+	if (r->body != NULL) {
+		content(j, "application/json");
+		idem_json_kstr(j, "type", "object");
+		if (r->flags & IDEM_RESPONSE_LIST) {
+			/* idem_resp_list()'s envelope. */
+			idem_json_key(j, "properties");
+			idem_json_object(j);
+			idem_json_key(j, "object");
+			idem_json_object(j);
+			idem_json_kstr(j, "type", "string");
+			idem_json_kstr(j, "const", "list");
+			idem_json_object_end(j);
+			idem_json_key(j, "data");
+			idem_json_object(j);
+			idem_json_kstr(j, "type", "array");
+			idem_json_key(j, "items");
+			idem_json_object(j);
+			idem_json_kstr(j, "type", "object");
+			schema_of_body(j, r->body, 1);
+			idem_json_object_end(j);
+			idem_json_object_end(j);
+			idem_json_key(j, "has_more");
+			idem_json_object(j);
+			idem_json_kstr(j, "type", "boolean");
+			idem_json_object_end(j);
+			idem_json_object_end(j);
+			idem_json_key(j, "required");
+			idem_json_array(j);
+			idem_json_str(j, "object");
+			idem_json_str(j, "data");
+			idem_json_str(j, "has_more");
+			idem_json_array_end(j);
+			idem_json_key(j, "additionalProperties");
+			idem_json_bool(j, 0);
+		} else
+			schema_of_body(j, r->body, 1);
+		content_end(j);
+	}
+	idem_json_object_end(j);
+}
+
+/* Does route rt answer problem p with this status? */
+static int
+lists(const idem_app *app, const struct idem_route *rt, int p, int status)
+{
+	return idem_problem_type(app, p)->status == status &&
+	    answers(app, rt, p);
+}
+
+/*
+ * The problems of one status that route rt can answer, if any: their
+ * titles as the description, their type URIs as the schema's enum.
+ */
+static void
+problems(idem_json *j, const idem_app *app, const struct idem_route *rt,
+    int status)
+{
+	const char	*base = idem_problem_base(app);
+	char		 code[8], uri[512], desc[2048];
+	int		 p, n = 0;
+
+	desc[0] = '\0';
+	for (p = 0; p < idem_problem_count(app); p++)
+		if (lists(app, rt, p, status))
+			snprintf(desc + strlen(desc), sizeof(desc) - strlen(desc),
+			    "%s%s", n++ ? "; " : "",
+			    idem_problem_type(app, p)->title);
+	if (n == 0)
+		return;
+	if (status == 404 && (rt->flags & IDEM_ROUTE_LOCAL))
+		snprintf(desc + strlen(desc), sizeof(desc) - strlen(desc),
+		    " (also the answer to a client outside [metrics] allow)");
+	snprintf(code, sizeof(code), "%d", status);
+	idem_json_key(j, code);
+	idem_json_object(j);
+	idem_json_kstr(j, "description", desc);
+	if (status == 503 || status == 409) {
+		idem_json_key(j, "headers");
+		idem_json_object(j);
+		header_ref(j, "Retry-After", "RetryAfter");
+		idem_json_object_end(j);
+	} else if (status < 500 && status != 401 && status != 413 &&
+	    status != 415)
+		/* A handler's 4xx is stored (these three are the middleware's
+		 * alone, and a 5xx is never stored). */
+		success_headers(j, rt, 0);
+	content(j, "application/problem+json");
+	idem_json_key(j, "allOf");
+	idem_json_array(j);
+	idem_json_object(j);
+	idem_json_kstr(j, "$ref", "#/components/schemas/Problem");
+	idem_json_object_end(j);
+	idem_json_object(j);
+	idem_json_key(j, "properties");
+	idem_json_object(j);
+	idem_json_key(j, "type");
+	idem_json_object(j);
+	/* The type URIs of this status, for a client to act on. */
+	idem_json_key(j, "enum");
+	idem_json_array(j);
+	for (p = 0; p < idem_problem_count(app); p++)
+		if (lists(app, rt, p, status)) {
+			snprintf(uri, sizeof(uri), "%s%s", base,
+			    idem_problem_type(app, p)->slug);
+			idem_json_str(j, uri);
+		}
+	idem_json_array_end(j);		/* enum */
+	idem_json_object_end(j);	/* type */
+	idem_json_object_end(j);	/* properties */
+	idem_json_object_end(j);
+	idem_json_array_end(j);		/* allOf */
+	content_end(j);
+	idem_json_object_end(j);	/* the response */
 }
 
 static void
 responses(idem_json *j, const idem_app *app, const struct idem_route *rt)
 {
-	const char	*base = idem_problem_base(app);
-	char		 code[8], desc[1024];
-	int		 status, p, n;
+	const struct builtin		*bi = builtin(rt);
+	const struct idem_response	*r;
+	int				 status;
 
 	idem_json_key(j, "responses");
 	idem_json_object(j);
-	idem_json_key(j, "2XX");
-	idem_json_object(j);
-	idem_json_kstr(j, "description", "the handler's answer");
-	if (rt->flags & IDEM_ROUTE_IDEMPOTENT) {
-		/* The first answer and every replay (stored 4xx too). */
-		idem_json_key(j, "headers");
+	if (rt->responses != NULL)
+		for (r = rt->responses; r->status != 0; r++)
+			success(j, rt, r);
+	else if (bi != NULL) {
+		idem_json_key(j, "200");
 		idem_json_object(j);
-		idem_json_key(j, "Idempotency-Key-Expires");
-		idem_json_object(j);
-		idem_json_kstr(j, "description", "until when the key and this "
-		    "answer are remembered (the record's expiry, an "
-		    "IMF-fixdate); a retry after it executes afresh");
-		idem_json_key(j, "schema");
-		idem_json_object(j);
-		idem_json_kstr(j, "type", "string");
+		idem_json_kstr(j, "description", bi->summary);
+		content(j, bi->media);
+		idem_json_kstr(j, "type", bi->type);
+		content_end(j);
 		idem_json_object_end(j);
-		idem_json_object_end(j);
-		idem_json_object_end(j);
-	}
-	idem_json_object_end(j);
-	for (status = 400; status < 600; status++) {
-		n = 0;
-		desc[0] = '\0';
-		/* The description lists the type URIs of this status. */
-		for (p = 0; p < idem_problem_count(app); p++) {
-			if (idem_problem_type(app, p)->status != status ||
-			    !answers(rt, p))
-				continue;
-			snprintf(desc + strlen(desc), sizeof(desc) - strlen(desc),
-			    "%s%s%s", n++ ? ", " : "", base,
-			    idem_problem_type(app, p)->slug);
-		}
-		if (n == 0)
-			continue;
-		snprintf(code, sizeof(code), "%d", status);
-		idem_json_key(j, code);
+	} else {
+		idem_json_key(j, "2XX");
 		idem_json_object(j);
-		idem_json_kstr(j, "description", desc);
-		idem_json_key(j, "content");
-		idem_json_object(j);
-		idem_json_key(j, "application/problem+json");
-		idem_json_object(j);
-		idem_json_key(j, "schema");
-		idem_json_object(j);
-		idem_json_kstr(j, "$ref", "#/components/schemas/Problem");
-		idem_json_object_end(j);
-		idem_json_object_end(j);
-		idem_json_object_end(j);
+		idem_json_kstr(j, "description", "the handler's answer "
+		    "(undeclared: see idem_app_route_response(3))");
+		success_headers(j, rt, 0);
 		idem_json_object_end(j);
 	}
+	for (status = 400; status < 600; status++)
+		problems(j, app, rt, status);
 	idem_json_object_end(j);
 }
 
@@ -301,6 +510,99 @@ query_parameter(idem_json *j, const struct idem_param *p)
 	idem_json_object_end(j);
 }
 
+/* The method of route rt in lower case, as an operation's key. */
+static void
+lower_method(const struct idem_route *rt, char *buf, size_t len)
+{
+	size_t	i;
+
+	for (i = 0; rt->method[i] != '\0' && i < len - 1; i++)
+		buf[i] = (char)(rt->method[i] - 'A' + 'a');
+	buf[i] = '\0';
+}
+
+/* "/v1/orders/:id" as "/v1/orders/{id}", into buf. */
+static void
+path_template(const char *pattern, char *buf, size_t len)
+{
+	size_t	o = 0;
+
+	for (; *pattern != '\0' && o < len - 3; pattern++) {
+		if (*pattern == ':') {
+			buf[o++] = '{';
+			while (pattern[1] != '\0' && pattern[1] != '/' &&
+			    o < len - 3)
+				buf[o++] = *++pattern;
+			buf[o++] = '}';
+		} else
+			buf[o++] = *pattern;
+	}
+	buf[o] = '\0';
+}
+
+/*
+ * The operationId of route rt: declared (idem_app_route_summary()), the
+ * library's for its own routes, else derived into buf from the method and
+ * the pattern ("get_v1_payments_id").
+ */
+static const char *
+operation_id(const struct idem_route *rt, char *buf, size_t len)
+{
+	const struct builtin	*bi = builtin(rt);
+	const char		*p;
+	size_t			 o;
+
+	if (rt->operation_id != NULL)
+		return rt->operation_id;
+	if (bi != NULL)
+		return bi->operation_id;
+	lower_method(rt, buf, len);
+	for (o = strlen(buf), p = rt->pattern; *p != '\0' && o < len - 2;
+	    p++) {
+		if (*p == '/' || *p == '.' || *p == '~' || *p == '-') {
+			if (buf[o - 1] != '_')
+				buf[o++] = '_';
+		} else if (*p != ':')
+			buf[o++] = *p;
+	}
+	while (o > 1 && buf[o - 1] == '_')
+		o--;
+	buf[o] = '\0';
+	return buf;
+}
+
+/*
+ * operationId and summary: declared, the library's, or derived ("GET
+ * /v1/payments/{id}"); a derived operationId another route has too
+ * ("/a-b" and "/a_b") gets the route's index appended, so each is unique.
+ */
+static void
+summary(idem_json *j, const idem_app *app, const struct idem_route *rt)
+{
+	const struct builtin	*bi = builtin(rt);
+	const char		*id;
+	char			 buf[256], other[256], tmpl[512], sum[600];
+	size_t			 i, me = (size_t)(rt - app->router.routes);
+
+	id = operation_id(rt, buf, sizeof(buf));
+	for (i = 0; id == buf && i < app->router.nroutes; i++)
+		if (i != me && strcmp(operation_id(&app->router.routes[i],
+		    other, sizeof(other)), id) == 0) {
+			snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf),
+			    "_%lu", (unsigned long)me);
+			break;
+		}
+	idem_json_kstr(j, "operationId", id);
+	if (rt->summary != NULL || bi != NULL) {
+		idem_json_kstr(j, "summary", rt->summary != NULL ? rt->summary :
+		    bi->summary);
+		return;
+	}
+	path_template(rt->pattern, tmpl, sizeof(tmpl));
+	snprintf(sum, sizeof(sum), "%s %s", rt->method, tmpl);
+	idem_json_kstr(j, "summary", sum);
+}
+
 static void
 operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 {
@@ -310,11 +612,10 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 	char				 lower[16], name[64];
 	size_t				 i, nexclude;
 
-	for (i = 0; rt->method[i] != '\0' && i < sizeof(lower) - 1; i++)
-		lower[i] = (char)(rt->method[i] - 'A' + 'a');
-	lower[i] = '\0';
+	lower_method(rt, lower, sizeof(lower));
 	idem_json_key(j, lower);
 	idem_json_object(j);
+	summary(j, app, rt);
 	idem_json_key(j, "parameters");
 	idem_json_array(j);
 	/* The pattern is stored twice, the copy cut at each '/'. */
@@ -336,25 +637,19 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 		idem_json_object(j);
 		idem_json_key(j, "required");
 		idem_json_bool(j, 1);
-		idem_json_key(j, "content");
-		idem_json_object(j);
-		idem_json_key(j, "application/json");
-		idem_json_object(j);
-		idem_json_key(j, "schema");
-		idem_json_object(j);
+		content(j, "application/json");
 		if (rt->body != NULL) {
 			idem_json_kstr(j, "type", "object");
-			schema_of_body(j, rt->body);
+			schema_of_body(j, rt->body, 0);
 		}
-		idem_json_object_end(j);
-		idem_json_object_end(j);
-		idem_json_object_end(j);
+		content_end(j);
 		idem_json_object_end(j);
 	}
 	responses(j, app, rt);
 	idem_json_key(j, "security");
 	idem_json_array(j);
-	if (!(rt->flags & IDEM_ROUTE_PUBLIC)) {
+	/* A LOCAL route is refused by address (404), not by credentials. */
+	if (!(rt->flags & (IDEM_ROUTE_PUBLIC | IDEM_ROUTE_LOCAL))) {
 		idem_json_object(j);
 		idem_json_key(j, "bearer");
 		idem_json_array(j);
@@ -389,24 +684,13 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 	idem_json_object_end(j);
 }
 
-/* "/v1/orders/:id" as "/v1/orders/{id}". */
+/* A path item's key: the pattern as a template. */
 static void
 path_key(idem_json *j, const char *pattern)
 {
 	char	buf[512];
-	size_t	o = 0;
 
-	for (; *pattern != '\0' && o < sizeof(buf) - 3; pattern++) {
-		if (*pattern == ':') {
-			buf[o++] = '{';
-			while (pattern[1] != '\0' && pattern[1] != '/' &&
-			    o < sizeof(buf) - 3)
-				buf[o++] = *++pattern;
-			buf[o++] = '}';
-		} else
-			buf[o++] = *pattern;
-	}
-	buf[o] = '\0';
+	path_template(pattern, buf, sizeof(buf));
 	idem_json_key(j, buf);
 }
 
@@ -416,6 +700,17 @@ components(idem_json *j)
 	static const char *const members[][2] = { { "type", "string" },
 	    { "title", "string" }, { "status", "integer" },
 	    { "detail", "string" }, { "instance", "string" } };
+	/* The response headers: component name, JSON type, description. */
+	static const char *const headers[][3] = {
+	    { "Location", "string", "the URI of the resource created" },
+	    { "IdempotencyKeyExpires", "string", "until when the key and this "
+	      "answer are remembered (the record's expiry, an IMF-fixdate); a "
+	      "retry after it executes afresh" },
+	    { "IdempotentReplayed", "string", "present (\"true\") when this "
+	      "is the stored answer of an earlier request with this key, "
+	      "replayed" },
+	    { "RetryAfter", "integer", "seconds to wait before retrying, with "
+	      "the same Idempotency-Key" } };
 	size_t	i;
 
 	idem_json_key(j, "components");
@@ -427,6 +722,26 @@ components(idem_json *j)
 	idem_json_kstr(j, "type", "http");
 	idem_json_kstr(j, "scheme", "bearer");
 	idem_json_object_end(j);
+	idem_json_object_end(j);
+	idem_json_key(j, "headers");
+	idem_json_object(j);
+	for (i = 0; i < sizeof(headers) / sizeof(headers[0]); i++) {
+		idem_json_key(j, headers[i][0]);
+		idem_json_object(j);
+		idem_json_kstr(j, "description", headers[i][2]);
+		idem_json_key(j, "schema");
+		idem_json_object(j);
+		idem_json_kstr(j, "type", headers[i][1]);
+		if (strcmp(headers[i][0], "IdempotentReplayed") == 0) {
+			idem_json_key(j, "enum");
+			idem_json_array(j);
+			idem_json_str(j, "true");
+			idem_json_array_end(j);
+		} else if (strcmp(headers[i][0], "RetryAfter") == 0)
+			idem_json_kint(j, "minimum", 0);
+		idem_json_object_end(j);
+		idem_json_object_end(j);
+	}
 	idem_json_object_end(j);
 	idem_json_key(j, "schemas");
 	idem_json_object(j);
@@ -485,7 +800,24 @@ idem_openapi(const idem_app *app)
 	idem_json_kstr(j, "title", app->name);
 	idem_json_kstr(j, "version", IDEM_VERSION);
 	idem_json_kstr(j, "description", api_doc);
+	/* An SPDX identifier, when configured: the API's terms. */
+	if (app->cfg.openapi_license != NULL) {
+		idem_json_key(j, "license");
+		idem_json_object(j);
+		idem_json_kstr(j, "name", app->cfg.openapi_license);
+		idem_json_kstr(j, "identifier", app->cfg.openapi_license);
+		idem_json_object_end(j);
+	}
 	idem_json_object_end(j);
+	/* Only when configured: a client resolves paths against it. */
+	if (app->cfg.openapi_server_url != NULL) {
+		idem_json_key(j, "servers");
+		idem_json_array(j);
+		idem_json_object(j);
+		idem_json_kstr(j, "url", app->cfg.openapi_server_url);
+		idem_json_object_end(j);
+		idem_json_array_end(j);
+	}
 	idem_json_key(j, "paths");
 	idem_json_object(j);
 	/* One path item per pattern, its methods together. */
@@ -530,4 +862,95 @@ idem_openapi_handler(idem_req *req, void *arg)
 {
 	(void)arg;
 	return idem_json_send(idem_openapi(req->app), req, 200);
+}
+
+/* --- the declarations ----------------------------------------------------- */
+
+/* Is s 1 to max characters of the set (NULL: printable ASCII, no CR/LF)? */
+static int
+text_ok(const char *s, size_t max, const char *set)
+{
+	size_t	n = s != NULL ? strlen(s) : 0, i;
+
+	if (n == 0 || n > max)
+		return 0;
+	if (set != NULL)
+		return strspn(s, set) == n;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < ' ' || s[i] == 0x7f)
+			return 0;
+	return 1;
+}
+
+int
+idem_app_route_summary(idem_app *app, const char *method,
+    const char *pattern, const char *operation_id, const char *summary)
+{
+	struct idem_route	*rt;
+	size_t			 i;
+
+	if (app == NULL || method == NULL || pattern == NULL ||
+	    !text_ok(operation_id, 64, "abcdefghijklmnopqrstuvwxyz"
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") ||
+	    !text_ok(summary, 200, NULL))
+		return -1;
+	if ((rt = idem_route_of(app, method, pattern)) == NULL ||
+	    rt->operation_id != NULL)
+		return -1;
+	for (i = 0; i < app->router.nroutes; i++)
+		if (app->router.routes[i].operation_id != NULL &&
+		    strcmp(app->router.routes[i].operation_id,
+		    operation_id) == 0)
+			return -1;
+	rt->operation_id = operation_id;
+	rt->summary = summary;
+	return 0;
+}
+
+int
+idem_app_route_response(idem_app *app, const char *method,
+    const char *pattern, const struct idem_response *responses)
+{
+	struct idem_route	*rt;
+	size_t			 i, k;
+
+	if (app == NULL || method == NULL || pattern == NULL ||
+	    responses == NULL || responses[0].status == 0)
+		return -1;
+	for (i = 0; responses[i].status != 0; i++) {
+		if (responses[i].status < 200 || responses[i].status > 299)
+			return -1;
+		for (k = 0; k < i; k++)
+			if (responses[k].status == responses[i].status)
+				return -1;
+	}
+	if ((rt = idem_route_of(app, method, pattern)) == NULL ||
+	    rt->responses != NULL)
+		return -1;
+	rt->responses = responses;
+	return 0;
+}
+
+int
+idem_app_route_problems(idem_app *app, const char *method,
+    const char *pattern, const char *const *slugs)
+{
+	struct idem_route	*rt;
+	const char *const	*s;
+	int			 p;
+
+	if (app == NULL || method == NULL || pattern == NULL || slugs == NULL)
+		return -1;
+	for (s = slugs; *s != NULL; s++) {
+		for (p = IDEM_P__MAX; p < idem_problem_count(app); p++)
+			if (strcmp(idem_problem_type(app, p)->slug, *s) == 0)
+				break;
+		if (p == idem_problem_count(app))
+			return -1;
+	}
+	if ((rt = idem_route_of(app, method, pattern)) == NULL ||
+	    rt->problems != NULL)
+		return -1;
+	rt->problems = slugs;
+	return 0;
 }

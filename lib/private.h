@@ -268,6 +268,9 @@ int	idem_addr_allowed(const char *list, const char *addr);
 int	idem_http_content_length(const char *s, unsigned long long *n);
 int	idem_http_is_json(const char *ct);
 
+/* body.c: the route registered with method and pattern, or NULL. */
+struct idem_route *idem_route_of(idem_app *app, const char *method,
+	    const char *pattern);
 /* body.c: refuse a body its route's declaration does not admit (400, the
  * problem set): -1; else 0.  Before the handler and the key's lookup. */
 int	idem_req_body_check(idem_req *req);

@@ -10,6 +10,7 @@
 int
 main(int argc, char *argv[])
 {
+	static const char *const declined[] = { "payment-declined", NULL };
 	idem_app	*app;
 	const char	*acquirer, *bench;
 	int		 rc;
@@ -44,15 +45,35 @@ main(int argc, char *argv[])
 		idem_app_route(app, "POST", "/v1/payments",
 		    IDEM_ROUTE_IDEMPOTENT, payments_create, NULL);
 	idem_app_route_body(app, "POST", "/v1/payments", &payment_body);
+	idem_app_route_response(app, "POST", "/v1/payments", payment_created);
+	idem_app_route_summary(app, "POST", "/v1/payments", "createPayment",
+	    "Create a payment");
+	/* Only the acquirer declines a card. */
+	if (acquirer != NULL)
+		idem_app_route_problems(app, "POST", "/v1/payments",
+		    declined);
 	idem_app_route(app, "GET", "/v1/payments", 0, payments_list, NULL);
 	idem_app_route_query(app, "GET", "/v1/payments", list_params);
+	idem_app_route_response(app, "GET", "/v1/payments", payment_page);
+	idem_app_route_summary(app, "GET", "/v1/payments", "listPayments",
+	    "List payments, newest first");
 	idem_app_route(app, "GET", "/v1/payments/:id", 0, payments_get, NULL);
+	idem_app_route_response(app, "GET", "/v1/payments/:id", payment_read);
+	idem_app_route_summary(app, "GET", "/v1/payments/:id", "getPayment",
+	    "Read a payment");
 	idem_app_route(app, "POST", "/v1/payments/:id/refunds",
 	    IDEM_ROUTE_IDEMPOTENT, refunds_create, NULL);
 	idem_app_route_body(app, "POST", "/v1/payments/:id/refunds",
 	    &refund_body);
+	idem_app_route_response(app, "POST", "/v1/payments/:id/refunds",
+	    refund_created);
+	idem_app_route_summary(app, "POST", "/v1/payments/:id/refunds",
+	    "createRefund", "Refund a payment, in full or in part");
 	idem_app_route(app, "GET", "/healthz", IDEM_ROUTE_PUBLIC, healthz,
 	    NULL);
+	idem_app_route_response(app, "GET", "/healthz", health);
+	idem_app_route_summary(app, "GET", "/healthz", "getHealth",
+	    "Whether the database answers");
 	/* The benchmark's reference: the same handler, no middleware. */
 	bench = idem_app_config(app, "payments", "bench_routes");
 	if (bench != NULL && strcmp(bench, "on") == 0) {
@@ -60,6 +81,11 @@ main(int argc, char *argv[])
 		    IDEM_ROUTE_JSON, payments_create, NULL);
 		idem_app_route_body(app, "POST", "/bench/payments-plain",
 		    &payment_body);
+		idem_app_route_response(app, "POST", "/bench/payments-plain",
+		    payment_created);
+		idem_app_route_summary(app, "POST", "/bench/payments-plain",
+		    "createPaymentPlain", "Create a payment without the "
+		    "middleware (the benchmark's reference)");
 	}
 	rc = idem_app_run(app);
 	idem_app_free(app);

@@ -70,6 +70,66 @@ const struct idem_body refund_body = { (const struct idem_member[]){
 	  .doc = "default: what remains to refund" },
 	{ .name = NULL } }, 0, NULL, 0, 0 };
 
+/* What the routes answer (idem_app_route_response()): every member is
+ * present, those without IDEM_REQUIRED maybe null. */
+static const char *const payment_statuses[] = { "pending", "succeeded",
+	"failed", NULL };
+static const char *const payment_object[] = { "payment", NULL };
+static const char *const refund_object[] = { "refund", NULL };
+
+static const struct idem_body payment_view = { (const struct idem_member[]){
+	{ .name = "id", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED,
+	  .doc = "pay_ and 24 hex digits" },
+	{ .name = "object", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED,
+	  .oneof = payment_object },
+	{ .name = "amount", .type = IDEM_T_INTEGER, .flags = IDEM_REQUIRED,
+	  .min = 1, .max = AMOUNT_MAX, .doc = "in minor units" },
+	{ .name = "currency", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED,
+	  .pattern = "^[a-z]{3}$", .doc = "ISO 4217, lower case" },
+	{ .name = "status", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED,
+	  .oneof = payment_statuses },
+	{ .name = "amount_refunded", .type = IDEM_T_INTEGER,
+	  .flags = IDEM_REQUIRED, .min = 0, .max = AMOUNT_MAX },
+	{ .name = "description", .type = IDEM_T_STRING },
+	{ .name = "customer", .type = IDEM_T_STRING },
+	{ .name = "metadata", .type = IDEM_T_OBJECT, .flags = IDEM_REQUIRED,
+	  .object = &metadata, .doc = "string values" },
+	{ .name = "created", .type = IDEM_T_INTEGER, .flags = IDEM_REQUIRED,
+	  .doc = "Unix time, seconds" },
+	{ .name = NULL } }, 0, NULL, 0, 0 };
+
+static const struct idem_body refund_view = { (const struct idem_member[]){
+	{ .name = "id", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED,
+	  .doc = "re_ and 24 hex digits" },
+	{ .name = "object", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED,
+	  .oneof = refund_object },
+	{ .name = "payment", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED,
+	  .doc = "the payment refunded" },
+	{ .name = "amount", .type = IDEM_T_INTEGER, .flags = IDEM_REQUIRED,
+	  .min = 1, .max = AMOUNT_MAX },
+	{ .name = "created", .type = IDEM_T_INTEGER, .flags = IDEM_REQUIRED,
+	  .doc = "Unix time, seconds" },
+	{ .name = NULL } }, 0, NULL, 0, 0 };
+
+static const struct idem_body health_view = { (const struct idem_member[]){
+	{ .name = "status", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED,
+	  .oneof = (const char *const[]){ "ok", NULL } },
+	{ .name = NULL } }, 0, NULL, 0, 0 };
+
+const struct idem_response payment_created[] = {
+	{ 201, &payment_view, IDEM_RESPONSE_LOCATION, "the payment created" },
+	{ 0, NULL, 0, NULL } };
+const struct idem_response payment_read[] = {
+	{ 200, &payment_view, 0, "the payment" }, { 0, NULL, 0, NULL } };
+const struct idem_response payment_page[] = {
+	{ 200, &payment_view, IDEM_RESPONSE_LIST, "a page of payments, "
+	  "newest first" }, { 0, NULL, 0, NULL } };
+const struct idem_response refund_created[] = {
+	{ 201, &refund_view, 0, "the refund created" }, { 0, NULL, 0, NULL } };
+const struct idem_response health[] = {
+	{ 200, &health_view, 0, "the database answers" },
+	{ 0, NULL, 0, NULL } };
+
 /* A payment as the API shows it, straight from its row. */
 #define PAYMENT_COLS "id, 'payment' AS object, amount, currency, status, " \
 	"amount_refunded, description, customer, metadata, " \

@@ -13,6 +13,9 @@ extern long long	payments_acquirer_timeout_ms;	/* [payments] acquirer_timeout */
 /* The declared bodies of the create and refund routes. */
 extern const struct idem_body payment_body, refund_body;
 extern const struct idem_param list_params[];
+/* What the routes answer, for /openapi.json. */
+extern const struct idem_response payment_created[], payment_read[],
+	payment_page[], refund_created[], health[];
 
 int	payments_create(idem_req *req, void *arg);
 /* arg: the acquirer URL */

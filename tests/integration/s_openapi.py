@@ -3,7 +3,12 @@
 jsonschema, its schemas as JSON Schema 2020-12) listing every route, whose
 x-idempotency retention equals what the config enforces; problem types
 resolve to the app's own /problems/<slug> pages, carry instance, and 400
-and 422 answers send Link rel="describedby"."""
+and 422 answers send Link rel="describedby".  Each operation has an
+operationId and a summary, each declared 2XX its schema (real answers
+validate against it), its response headers, and only the problem types it
+can answer; no servers without [openapi] server_url; /metrics as it
+behaves.  (tests/openapi/run.py lints the document and type-checks a
+generated client.)"""
 
 import json
 import os
@@ -108,6 +113,13 @@ def _(t):
             js.Draft202012Validator.check_schema(media["schema"])
             n += 1
     t.expect(n >= 2, "request body schemas found: %d" % n)
+    n = 0
+    for method, path, op in _ops(doc):
+        for resp in op["responses"].values():
+            for media in resp.get("content", {}).values():
+                js.Draft202012Validator.check_schema(media["schema"])
+                n += 1
+    t.expect(n >= 10, "response schemas found: %d" % n)
 
 
 @check("openapi: every route is listed, with its path parameters, and the "
@@ -263,3 +275,125 @@ def _(t):
                                                              r.status))
         else:
             t.expect_problem(r, 400, "idempotency-key-invalid")
+
+
+def _schema(doc, method, path, status):
+    """The JSON schema of one declared success, or None."""
+    op = doc["paths"][path][method]
+    return (op["responses"].get(str(status), {}).get("content", {})
+            .get("application/json", {}).get("schema"))
+
+
+@check("openapi: each operation has an operationId (unique) and a summary; "
+       "each of the sample's operations declares its 2XX with a schema, and "
+       "real answers validate against it (create, read, list with limit, "
+       "refund, /healthz)")
+def _(t):
+    js = _jsonschema(t)
+    doc = _doc(t)
+    ids = [op.get("operationId") for _m, _p, op in _ops(doc)]
+    t.expect(all(ids) and len(set(ids)) == len(ids), "operationIds: %r"
+             % ids)
+    for method, path, op in _ops(doc):
+        t.expect(op.get("summary"), "%s %s: no summary" % (method, path))
+        t.expect([c for c in op["responses"] if c.startswith("2")],
+                 "%s %s: no 2XX" % (method, path))
+        t.expect([c for c in op["responses"] if c.startswith("4")],
+                 "%s %s: no 4xx" % (method, path))
+    p, r = t.create_payment(amount=700, description=None)
+    answers = [("post", PAY, 201, p),
+               ("get", PAY + "/{id}", 200, t.get(PAY + "/" + p["id"]))]
+    page = t.get(PAY + "?limit=1")
+    t.expect_status(page, 200)
+    answers.append(("get", PAY, 200, page))
+    ref = t.post(PAY + "/" + p["id"] + "/refunds", {"amount": 5},
+                 key=t.new_key())
+    t.expect_status(ref, 201)
+    answers.append(("post", PAY + "/{id}/refunds", 201, ref))
+    answers.append(("get", "/healthz", 200, t.get("/healthz",
+                                                  token=NO_AUTH)))
+    for method, path, status, got in answers:
+        body = got if isinstance(got, dict) else got.json_or_fail()
+        schema = _schema(doc, method, path, status)
+        t.expect(schema is not None, "%s %s: no schema for %d"
+                 % (method, path, status))
+        errs = [e.message for e in js.Draft202012Validator(schema)
+                .iter_errors(body)]
+        t.expect(not errs, "%s %s %d: the answer does not match its schema: "
+                 "%s" % (method, path, status, "; ".join(errs[:3])))
+    t.expect_eq(len(page.json_or_fail()["data"]), 1, "limit=1")
+
+
+@check("openapi: response headers: Location on the create's 201, "
+       "Idempotency-Key-Expires and Idempotent-Replayed on the idempotent "
+       "routes' answers, Retry-After on every 409 and 503; a replay sends "
+       "what is declared")
+def _(t):
+    doc = _doc(t)
+    heads = doc["components"]["headers"]
+    t.expect({"Location", "IdempotencyKeyExpires", "IdempotentReplayed",
+              "RetryAfter"} <= set(heads), "components/headers: %r"
+             % sorted(heads))
+
+    def declared(method, path, status):
+        return set(doc["paths"][path][method]["responses"][str(status)]
+                   .get("headers", {}))
+    created = declared("post", PAY, 201)
+    t.expect({"Location", "Idempotency-Key-Expires",
+              "Idempotent-Replayed"} <= created, "201 headers: %r" % created)
+    for method, path, op in _ops(doc):
+        for code in ("409", "503"):
+            if code in op["responses"]:
+                t.expect("Retry-After" in declared(method, path, code),
+                         "%s %s %s: no Retry-After" % (method, path, code))
+    k = t.new_key()
+    first = t.post(PAY, t.payment_body(), key=k)
+    again = t.post(PAY, t.payment_body(), key=k)
+    t.expect_status(again, 201)
+    for r in (first, again):
+        t.expect(r.header("Location") and
+                 r.header("Idempotency-Key-Expires"),
+                 "Location and Idempotency-Key-Expires sent")
+    t.expect_eq(again.header("Idempotent-Replayed"), "true",
+                "Idempotent-Replayed of the replay")
+
+
+@check("openapi: no servers without [openapi] server_url; application "
+       "problem types only on the routes that declare them (payment-declined "
+       "only with an acquirer); /metrics (if served here) asks no credentials "
+       "and answers without them")
+def _(t):
+    doc = _doc(t)
+    conf = ""
+    if t.env.config:
+        with open(t.env.config) as f:
+            conf = f.read()
+    if "server_url" not in conf:
+        t.expect("servers" not in doc, "servers: %r" % doc.get("servers"))
+    types = {p["type"]: p["status"] for p in doc["x-problem-types"]}
+    t.expect(types.get("/problems/payment-declined") == 402,
+             "payment-declined listed with 402")
+    on_402 = [(m, p) for m, p, op in _ops(doc) if "402" in op["responses"]]
+    t.expect_eq(on_402, [("post", PAY)] if "acquirer_url" in conf else [],
+                "operations that can answer 402")
+    for method, path, op in _ops(doc):
+        for code, resp in op["responses"].items():
+            if "application/problem+json" not in resp.get("content", {}):
+                continue
+            enum = (resp["content"]["application/problem+json"]["schema"]
+                    ["allOf"][1]["properties"]["type"]["enum"])
+            t.expect(all(types.get(u) == int(code) for u in enum),
+                     "%s %s %s: %r" % (method, path, code, enum))
+    m = doc["paths"].get("/metrics", {}).get("get")
+    if m is None:
+        t.note("/metrics is not served on this socket ([metrics] listen)")
+        return
+    t.expect(m["security"] == [] and "401" not in m["responses"],
+             "/metrics: security %r, responses %r"
+             % (m["security"], sorted(m["responses"])))
+    r = t.get("/metrics", token=NO_AUTH)
+    t.expect(r.status in (200, 404), "GET /metrics without credentials: %s"
+             % r.status)
+    if r.status == 200:
+        t.expect((r.header("Content-Type") or "").startswith("text/plain"),
+                 "Content-Type of /metrics")

@@ -10,9 +10,16 @@
 #                         exists; as root, enable it in /etc/locale.gen
 #                         and run locale-gen (needs the locales package);
 #                         not root: say so and go on.
+#   deps_npm              node and npm (the nodejs and npm packages, when
+#                         no npm is on PATH), then npm ci in tests/openapi
+#                         from its package-lock.json, once (again only when
+#                         the lock file changed): tests/openapi/run.py's
+#                         redocly, openapi-typescript, typescript and
+#                         openapi-fetch, in tests/openapi/node_modules
 #   deps_for_suite        everything the whole suite needs: build, run,
 #                         every server fixture, every unit test (the
-#                         comma locale), the sanitizer/valgrind/fuzz stages
+#                         comma locale), the sanitizer/valgrind/fuzz
+#                         stages, the npm tools of tests/openapi
 #
 # Requires tests/lib/common.sh.
 
@@ -100,9 +107,34 @@ deps_locale() {
 	locale-gen >/dev/null
 }
 
+# tests/openapi: its npm packages, pinned by its package-lock.json.
+IDEM_NPM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../openapi" && pwd)
+
+deps_npm() {
+	local dir=$IDEM_NPM_DIR stamp
+	# (a Node.js from elsewhere brings its own npm: then nothing here)
+	if ! command -v npm >/dev/null 2>&1; then
+		deps_ensure nodejs npm || return 1
+		command -v npm >/dev/null 2>&1 || {
+			idem_say "npm is missing: tests/openapi/run.py cannot run"
+			return 0
+		}
+	fi
+	# @redocly/cli wants Node.js 20.19 or later; Debian 12's is 18
+	node -e 'const [a, b] = process.versions.node.split(".").map(Number);
+		process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)' 2>/dev/null ||
+		idem_say "Node.js $(node --version 2>/dev/null) is older than 20.19: tests/openapi/run.py will not run (install Node.js 20 or later, e.g. from NodeSource)"
+	stamp=$dir/node_modules/.package-lock.json
+	# npm ci writes that file: newer than the lock file, nothing to do
+	[ -f "$stamp" ] && [ "$stamp" -nt "$dir/package-lock.json" ] && return 0
+	idem_say "npm ci in tests/openapi"
+	(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+}
+
 deps_for_suite() {
 	# shellcheck disable=SC2086
 	deps_ensure $IDEM_DEPS_BUILD $IDEM_DEPS_RUN $IDEM_DEPS_TOOLS \
 	    $IDEM_DEPS_FIXTURES || return 1
 	deps_locale "$IDEM_COMMA_LOCALE"
+	deps_npm
 }

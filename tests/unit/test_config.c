@@ -486,6 +486,33 @@ route_limits(void)
 
 /* [route] fingerprint_exclude: JSON Pointers, as written. */
 /* [idempotency] max_wait, max_waiters: Prefer: wait's bounds. */
+/* [openapi]: a server URL and a license, only when set. */
+static void
+test_openapi(void)
+{
+	GOOD("[server]\nthreads = 2\n");
+	TAP_OK(cfg.openapi_server_url == NULL && cfg.openapi_license == NULL,
+	    "no [openapi] server_url nor license by default");
+	GOOD("[openapi]\nserver_url = https://api.example.org/v1\n"
+	    "license = Apache-2.0\n");
+	TAP_OK(cfg.openapi_server_url != NULL && cfg.openapi_license != NULL &&
+	    strcmp(cfg.openapi_server_url, "https://api.example.org/v1") == 0 &&
+	    strcmp(cfg.openapi_license, "Apache-2.0") == 0,
+	    "[openapi] server_url and license kept");
+	GOOD("[openapi]\nserver_url = /api\n");
+	TAP_STREQ(cfg.openapi_server_url, "/api", "server_url: a path");
+	GOOD("[openapi]\nserver_url = http://127.0.0.1:8080\n");
+	TAP_STREQ(cfg.openapi_server_url, "http://127.0.0.1:8080",
+	    "server_url: http");
+	BAD("[openapi]\nserver_url = api.example.org\n", 2,
+	    "server_url must be an http:// or https:// URL");
+	BAD("[openapi]\nserver_url = https://\n", 2, "server_url must be");
+	BAD("[openapi]\nserver_url = https://a b\n", 2, "server_url must be");
+	BAD("[openapi]\nserver_url = https://a/\"x\"\n", 2,
+	    "server_url must be");
+	BAD("[openapi]\nservers = x\n", 2, "unknown key");
+}
+
 static void
 test_wait_keys(void)
 {
@@ -584,6 +611,7 @@ test_routes(void)
 	BAD("[route \"POST /a\"] x\n", 1, "text after section header");
 	test_exclude();
 	test_wait_keys();
+	test_openapi();
 	/* the route section ends at the next header */
 	BAD("[route \"POST /a\"]\n[server]\nttl = 1h\n", 3,
 	    "unknown key ttl in [server]");

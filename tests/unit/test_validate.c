@@ -2,7 +2,8 @@
  * test_validate.c - declared body validation, table-driven: each body
  * against a schema like the payments create, valid or refused with the
  * member and the rule in the detail; the phase-table dispatch; and the
- * OpenAPI document made from routes, declarations and the config.
+ * OpenAPI document made from routes, declarations (bodies, responses,
+ * problem types, summaries) and the config.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -375,8 +376,8 @@ test_openapi(void)
 		    "\"required\":true",
 		"\"x-idempotency\":{\"required\":true,\"retention_seconds\":"
 		    "259200,\"lock_timeout_seconds\":4.500}",
-		"\"/y\":{\"post\":{\"parameters\":[{\"name\":"
-		    "\"Idempotency-Key\"",
+		"\"/y\":{\"post\":{\"operationId\":\"post_y\",\"summary\":"
+		    "\"POST /y\",\"parameters\":[{\"name\":\"Idempotency-Key\"",
 		"\"retention_seconds\":172800,",
 		"\"required\":[\"amount\"],\"additionalProperties\":false",
 		"\"meta\":{\"type\":[\"object\",\"null\"],\"minProperties\":0,"
@@ -386,7 +387,8 @@ test_openapi(void)
 		    "{\"minLength\":1,\"maxLength\":4}}",
 		"\"colour\":{\"type\":[\"string\",\"null\"],\"enum\":"
 		    "[\"red\",\"green\",null]}",
-		"\"/z\":{\"get\":{\"parameters\":[],\"responses\":{\"2XX\"",
+		"\"/z\":{\"get\":{\"operationId\":\"get_z\",\"summary\":"
+		    "\"GET /z\",\"parameters\":[],\"responses\":{\"2XX\"",
 		"\"security\":[]}",
 		"{\"type\":\"/problems/validation-error\",\"status\":400,",
 	};
@@ -413,8 +415,134 @@ test_openapi(void)
 	TAP_OK(doc != NULL, "openapi: a document");
 	for (i = 0; doc != NULL && i < sizeof(want) / sizeof(want[0]); i++)
 		TAP_OK(strstr(doc, want[i]) != NULL, "openapi has %s", want[i]);
+	TAP_OK(doc != NULL && strstr(doc, "\"servers\"") == NULL &&
+	    strstr(doc, "\"license\"") == NULL,
+	    "openapi: no servers nor license unless configured");
 	if (tap_failed && doc != NULL)
 		printf("# %.*s\n", (int)len, doc);
+	idem_json_free(j);
+	idem_app_free(app);
+}
+
+/*
+ * What routes declare for the document (idem_app_route_response(),
+ * _problems(), _summary()): refused when wrong, emitted when right; and
+ * [openapi] server_url and license.
+ */
+static void
+test_openapi_declared(void)
+{
+	static const char conf[] = "[openapi]\nserver_url = "
+	    "https://api.example.org/v1\nlicense = MIT\n";
+	static const struct idem_response made[] = {
+		{ 201, &schema, IDEM_RESPONSE_LOCATION, "made" },
+		{ 0, NULL, 0, NULL } };
+	static const struct idem_response page[] = {
+		{ 200, &inner, IDEM_RESPONSE_LIST, "a page" },
+		{ 0, NULL, 0, NULL } };
+	static const struct idem_response bad[][3] = {
+		{ { 300, &schema, 0, NULL }, { 0, NULL, 0, NULL } },
+		{ { 199, NULL, 0, NULL }, { 0, NULL, 0, NULL } },
+		{ { 200, NULL, 0, NULL }, { 200, &inner, 0, NULL },
+		  { 0, NULL, 0, NULL } },
+		{ { 0, NULL, 0, NULL } } };
+	static const char *const declined[] = { "declined", NULL };
+	static const char *const unknown[] = { "nope", NULL };
+	static const char *const library[] = { "not-found", NULL };
+	static const char *const want[] = {
+		"\"servers\":[{\"url\":\"https://api.example.org/v1\"}]",
+		"\"license\":{\"name\":\"MIT\",\"identifier\":\"MIT\"}",
+		"\"/p\":{\"post\":{\"operationId\":\"makeP\",\"summary\":"
+		    "\"Make a p\",",
+		"\"/p/{id}\":{\"get\":{\"operationId\":\"get_p_id\","
+		    "\"summary\":\"GET /p/{id}\",",
+		"\"201\":{\"description\":\"made\",\"headers\":{\"Location\":"
+		    "{\"$ref\":\"#/components/headers/Location\"},"
+		    "\"Idempotency-Key-Expires\":",
+		"\"Idempotent-Replayed\":{\"$ref\":"
+		    "\"#/components/headers/IdempotentReplayed\"}",
+		/* in a response every member is present, optional ones null */
+		"\"required\":[\"amount\",\"code\",\"colour\",\"note\","
+		    "\"flag\",\"meta\",\"inner\"]",
+		"\"402\":{\"description\":\"Declined\",",
+		"{\"enum\":[\"/problems/declined\"]}",
+		"\"409\":{\"description\":\"A request with this "
+		    "Idempotency-Key is in progress\",\"headers\":{\"Retry-After\"",
+		"\"200\":{\"description\":\"a page\",\"content\":"
+		    "{\"application/json\":{\"schema\":{\"type\":\"object\","
+		    "\"properties\":{\"object\":{\"type\":\"string\",\"const\":"
+		    "\"list\"},\"data\":{\"type\":\"array\",\"items\":"
+		    "{\"type\":\"object\",\"properties\":{\"x\":",
+		"\"/m\":{\"get\":{\"operationId\":\"get_m\"",
+		/* derived alike: each made unique by its route's index */
+		"\"/a-b\":{\"get\":{\"operationId\":\"get_a_b_4\",\"summary\":"
+		    "\"GET /a-b\"",
+		"\"/a_b\":{\"get\":{\"operationId\":\"get_a_b_5\",",
+	};
+	idem_app	*app = idem_app_new("t");
+	idem_json	*j;
+	const char	*doc, *m, *end;
+	char		 err[256];
+	size_t		 i, len, doclen;
+
+	TAP_OK(app != NULL && idem_cfg_parse(&app->cfg, "t.ini", conf,
+	    sizeof(conf) - 1, err, sizeof(err)) == 0, "openapi: [openapi] "
+	    "server_url and license (%s)", err);
+	TAP_OK(idem_app_problem(app, "declined", 402, "Declined", NULL) > 0,
+	    "openapi: an application problem type");
+	idem_app_route(app, "POST", "/p", IDEM_ROUTE_IDEMPOTENT, nop, NULL);
+	idem_app_route(app, "GET", "/p/:id", 0, nop, NULL);
+	idem_app_route(app, "GET", "/p", 0, nop, NULL);
+	idem_app_route(app, "GET", "/m", IDEM_ROUTE_LOCAL, nop, NULL);
+	idem_app_route(app, "GET", "/a-b", 0, nop, NULL);
+	idem_app_route(app, "GET", "/a_b", 0, nop, NULL);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		TAP_OK(idem_app_route_response(app, "POST", "/p", bad[i]) == -1,
+		    "route_response: bad list %lu refused", (unsigned long)i);
+	TAP_OK(idem_app_route_response(app, "POST", "/nope", made) == -1 &&
+	    idem_app_route_response(app, "POST", "/p", NULL) == -1,
+	    "route_response: no route, no list: -1");
+	TAP_OK(idem_app_route_response(app, "POST", "/p", made) == 0 &&
+	    idem_app_route_response(app, "GET", "/p", page) == 0,
+	    "route_response: declared");
+	TAP_OK(idem_app_route_response(app, "POST", "/p", made) == -1,
+	    "route_response: twice: -1");
+	TAP_OK(idem_app_route_problems(app, "POST", "/p", unknown) == -1 &&
+	    idem_app_route_problems(app, "POST", "/p", library) == -1 &&
+	    idem_app_route_problems(app, "POST", "/nope", declined) == -1,
+	    "route_problems: an unknown slug, a library type, no route: -1");
+	TAP_OK(idem_app_route_problems(app, "POST", "/p", declined) == 0 &&
+	    idem_app_route_problems(app, "POST", "/p", declined) == -1,
+	    "route_problems: declared, then twice: -1");
+	TAP_OK(idem_app_route_summary(app, "POST", "/p", "make p", "x") == -1 &&
+	    idem_app_route_summary(app, "POST", "/p", "", "x") == -1 &&
+	    idem_app_route_summary(app, "POST", "/p", "makeP", "a\nb") == -1 &&
+	    idem_app_route_summary(app, "POST", "/p", "makeP", NULL) == -1,
+	    "route_summary: bad operationId or summary: -1");
+	TAP_OK(idem_app_route_summary(app, "POST", "/p", "makeP",
+	    "Make a p") == 0, "route_summary: declared");
+	TAP_OK(idem_app_route_summary(app, "GET", "/p", "makeP", "x") == -1 &&
+	    idem_app_route_summary(app, "POST", "/p", "makeQ", "x") == -1,
+	    "route_summary: an operationId taken, twice: -1");
+	j = idem_openapi(app);
+	doc = idem_json_buf(j, &doclen);
+	TAP_OK(doc != NULL, "openapi: a document");
+	for (i = 0; doc != NULL && i < sizeof(want) / sizeof(want[0]); i++)
+		TAP_OK(strstr(doc, want[i]) != NULL, "openapi has %s", want[i]);
+	/* GET /p/:id declares no problem type: no 402 there. */
+	m = doc != NULL ? strstr(doc, "\"/p/{id}\":") : NULL;
+	TAP_OK(m != NULL && strstr(m, "\"402\"") == NULL,
+	    "openapi: 402 only where declared");
+	/* A LOCAL route: no credentials, so no 401 and no security (its
+	 * path item ends where the next one, /a-b, starts). */
+	m = doc != NULL ? strstr(doc, "\"/m\":") : NULL;
+	end = m != NULL ? strstr(m, "\"/a-b\":") : NULL;
+	TAP_OK(end != NULL && (len = (size_t)(end - m)) > 0 &&
+	    memmem(m, len, "\"401\"", 5) == NULL &&
+	    memmem(m, len, "\"security\":[]", 13) != NULL,
+	    "openapi: a LOCAL route asks no credentials");
+	if (tap_failed && doc != NULL)
+		printf("# %.*s\n", (int)doclen, doc);
 	idem_json_free(j);
 	idem_app_free(app);
 }
@@ -463,6 +591,7 @@ main(void)
 	test_errors();
 	test_phases();
 	test_openapi();
+	test_openapi_declared();
 	test_problem_base();
 	return TAP_DONE();
 }
