@@ -1,18 +1,28 @@
 /*
  * ledger.c - the second libidem example: transfers between a tenant's
  * accounts in two committed phases, with a declared body, the JSON writer,
- * typed parameters and a stored 402 payment-declined when the source
- * account cannot pay.
+ * typed parameters, a fraud check over HTTP (idem_http(3)) before any
+ * money moves, a stored 402 payment-declined when the source account
+ * cannot pay, a log line per refusal, and a paginated list.
  *
  *   POST /v1/transfers   {"from": "a", "to": "b", "amount": 5, "memo": ""}
- *                        phase "started": hold the amount (debit, held row)
+ *                        phase "started": ask [ledger] fraud_url, if set;
+ *                                         hold the amount (debit, held row)
  *                        phase "held":    settle (credit), answer 201
+ *   GET  /v1/transfers   ?limit=1..100&starting_after=ID, newest first
  *   GET  /healthz        public
+ *
+ * The fraud check: POST fraud_url {"from", "to", "amount"} with the
+ * request's derived key as Idempotency-Key, within [ledger] fraud_timeout
+ * (default 2s) and the request's time left; {"allow": false} refuses the
+ * transfer (403 transfer-refused, stored); no answer is a 503 (nothing
+ * stored: the retry asks again, under the same derived key).
  *
  * Build: cc $(pkg-config --cflags idem) ledger.c $(pkg-config --libs idem)
  * The tables are in ledger.sql; GET /openapi.json describes the API.
  * Test:  make test (ledger_test.c, with libidem_test: idem_test(3)).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include <idem.h>
@@ -27,21 +37,84 @@ static const struct idem_body transfer = { (const struct idem_member[]){
 	{ .name = "memo", .type = IDEM_T_STRING, .max = 140 },
 	{ .name = NULL } }, 0, NULL, 0, 0 };
 
-/* The problem type of a refused transfer (idem_app_problem() below). */
-static int	p_declined = -1;
+/* The problem types of a refused transfer (idem_app_problem() below). */
+static int	p_declined = -1, p_refused = -1;
 
-/* Phase 1: take the amount from the source, or refuse the transfer. */
+/*
+ * Ask the fraud service about this transfer: 1 allowed, 0 refused, -1 no
+ * usable answer.  No transaction is open meanwhile (idem_req_phase_pause)
+ * and the call ends within the request's time left.
+ */
+static int
+fraud_check(idem_req *req, const char *url)
+{
+	const char	*allow[] = { "allow", NULL };
+	const idem_app	*app = idem_req_app(req);
+	long long	 timeout_ms = 2000;
+	idem_http_resp	*resp = NULL;
+	idem_http	*h = NULL;
+	idem_json	*j;
+	yajl_val	 v;
+	char		 err[256];
+	int		 rc = -1;
+
+	idem_app_config_duration_ms(app, "ledger", "fraud_timeout",
+	    &timeout_ms);
+	if (idem_req_phase_pause(req) == -1 || (j = idem_json_new()) == NULL)
+		return -1;
+	idem_json_object(j);
+	idem_json_kstr(j, "from", idem_req_str(req, "from"));
+	idem_json_kstr(j, "to", idem_req_str(req, "to"));
+	idem_json_kint(j, "amount", idem_req_int(req, "amount", 0));
+	idem_json_object_end(j);
+	if ((h = idem_http_new("POST", url)) != NULL &&
+	    idem_http_json(h, j) == 0 &&
+	    idem_http_derived_key(h, req, "Idempotency-Key", "screen") == 0) {
+		idem_http_timeout_ms(h, timeout_ms);
+		idem_http_max_body(h, 4096);
+		if (idem_http_send(h, req, &resp, err, sizeof(err)) !=
+		    IDEM_HTTP_OK || idem_http_resp_status(resp) != 200)
+			idem_req_log(req, IDEM_LOG_WARN, "fraud check: %s",
+			    resp != NULL ? "not a 200" : err);
+		else if ((v = yajl_tree_get(idem_http_resp_json(resp), allow,
+		    yajl_t_any)) != NULL && (YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v)))
+			rc = YAJL_IS_TRUE(v);
+	}
+	idem_http_resp_free(resp);
+	idem_http_free(h);
+	idem_json_free(j);
+	return rc;
+}
+
+/* Phase 1: the fraud check, then take the amount from the source, or
+ * refuse the transfer. */
 static int
 hold(idem_req *req, void *arg)
 {
-	idem_args	*a = idem_args_new();
+	const char	*fraud_url;
+	idem_args	*a;
 	PGresult	*r;
-	int		 moved;
+	int		 moved, allowed;
 
 	(void)arg;
 	if (strcmp(idem_req_str(req, "from"), idem_req_str(req, "to")) == 0)
 		return idem_resp_problem(req, IDEM_P_VALIDATION,
 		    "to: must differ from from") == 0 ? IDEM_PHASE_END : -1;
+	fraud_url = idem_app_config(idem_req_app(req), "ledger", "fraud_url");
+	if (fraud_url != NULL &&
+	    (allowed = fraud_check(req, fraud_url)) != 1) {
+		if (allowed == -1)	/* not stored: the retry asks again */
+			return idem_resp_problem(req, IDEM_P_UNAVAILABLE,
+			    "the fraud check did not answer; retry later") ==
+			    0 ? IDEM_PHASE_END : -1;
+		idem_req_log(req, IDEM_LOG_INFO, "transfer %s -> %s refused "
+		    "by the fraud check", idem_req_str(req, "from"),
+		    idem_req_str(req, "to"));
+		return idem_resp_problem(req, (enum idem_problem)p_refused,
+		    "the fraud check refused this transfer") == 0 ?
+		    IDEM_PHASE_END : -1;
+	}
+	a = idem_args_new();
 	idem_args_tenant(a, req);
 	idem_args_member(a, req, "from");
 	idem_args_member(a, req, "amount");
@@ -51,10 +124,13 @@ hold(idem_req *req, void *arg)
 		return -1;
 	moved = strcmp(PQcmdTuples(r), "1") == 0;
 	PQclear(r);
-	if (!moved)	/* a 402, stored: the retry gets the same answer */
+	if (!moved) {	/* a 402, stored: the retry gets the same answer */
+		idem_req_log(req, IDEM_LOG_INFO, "transfer from %s declined",
+		    idem_req_str(req, "from"));
 		return idem_resp_problem(req, (enum idem_problem)p_declined,
 		    "from: no such account, or not enough in it") == 0 ?
 		    IDEM_PHASE_END : -1;
+	}
 	a = idem_args_new();
 	idem_args_tenant(a, req);
 	idem_args_int(a, (long long)idem_req_record_id(req));
@@ -109,6 +185,38 @@ transfer_create(idem_req *req, void *arg)
 	return idem_req_phases(req, transfer_phases, arg);
 }
 
+/* GET /v1/transfers: newest first, a page at a time. */
+static const struct idem_param list_params[] = {
+	{ .name = "limit", .type = IDEM_T_INTEGER, .min = 1, .max = 100,
+	  .def = "10", .doc = "how many transfers, 1 to 100" },
+	{ .name = "starting_after", .type = IDEM_T_INTEGER, .min = 1,
+	  .max = 9007199254740991LL, .doc = "the last transfer id of the "
+	  "previous page: the next page starts after it" },
+	{ .name = NULL } };
+
+static int
+transfer_list(idem_req *req, void *arg)
+{
+	long		 limit = (long)idem_req_qparam_int(req, "limit", 10);
+	idem_args	*a = idem_args_new();
+	PGresult	*r;
+	int		 rc;
+
+	(void)arg;
+	idem_args_tenant(a, req);
+	idem_args_int(a, idem_req_qparam_int(req, "starting_after", 0));
+	idem_args_int(a, limit + 1);	/* one more: is there a next page? */
+	if ((r = idem_req_exec(req, "SELECT id, 'transfer' AS object, source "
+	    "AS \"from\", target AS \"to\", amount, memo, status FROM "
+	    "transfers WHERE api_key_id = $1 AND ($2::bigint = 0 OR id < "
+	    "$2::bigint) ORDER BY "
+	    "id DESC LIMIT $3::int", a)) == NULL)
+		return -1;
+	rc = idem_resp_list(req, r, limit);
+	PQclear(r);
+	return rc;
+}
+
 static int
 healthz(idem_req *req, void *arg)
 {
@@ -136,9 +244,20 @@ ledger_app(void)
 		idem_app_free(app);
 		return NULL;
 	}
+	if ((p_refused = idem_app_problem(app, "transfer-refused", 403,
+	    "Transfer refused", "The fraud check refused the transfer; the "
+	    "answer is stored for this key.")) == -1 ||
+	    idem_app_config_key(app, "ledger", "fraud_url") == -1 ||
+	    idem_app_config_key_type(app, "ledger", "fraud_timeout",
+	    IDEM_CONFIG_DURATION) == -1) {
+		idem_app_free(app);
+		return NULL;
+	}
 	idem_app_route(app, "POST", "/v1/transfers", IDEM_ROUTE_PHASED,
 	    transfer_create, NULL);
 	idem_app_route_body(app, "POST", "/v1/transfers", &transfer);
+	idem_app_route(app, "GET", "/v1/transfers", 0, transfer_list, NULL);
+	idem_app_route_query(app, "GET", "/v1/transfers", list_params);
 	idem_app_route(app, "GET", "/healthz", IDEM_ROUTE_PUBLIC, healthz,
 	    NULL);
 	return app;

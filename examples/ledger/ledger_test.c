@@ -1,7 +1,9 @@
 /*
  * ledger_test.c - the ledger example's tests, written with libidem_test:
  * each request goes through ledger's routes, both phases, the idempotency
- * middleware and a real PostgreSQL, in this process.  TAP on stdout.
+ * middleware and a real PostgreSQL, in this process.  TAP on stdout.  A
+ * thread of this file plays the fraud service ([ledger] fraud_url): it
+ * refuses transfers to "mallory" and, while told to, drops calls.
  *
  * Build: make test (cc -DLEDGER_NO_MAIN ledger.c ledger_test.c with
  *        pkg-config idem-test)
@@ -9,9 +11,15 @@
  *        (none: libpq's PG* variables); the database holds libidem's
  *        schema and ledger.sql.
  */
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <idem_test.h>
 
@@ -64,6 +72,143 @@ balance(const char *account)
 	return b;
 }
 
+/* --- the fraud service ---------------------------------------------- */
+
+static struct {
+	pthread_mutex_t	 mu;
+	int		 fd;		/* listening */
+	int		 calls;		/* requests read */
+	int		 drop;		/* close without answering */
+	char		 key[128];	/* the last Idempotency-Key */
+} fraud = { PTHREAD_MUTEX_INITIALIZER, -1, 0, 0, "" };
+
+/* One call per connection: read it, answer {"allow": ...}, close. */
+static void *
+fraud_main(void *arg)
+{
+	char	 buf[8192], *k, *e;
+	size_t	 len;
+	ssize_t	 got;
+	int	 c, refuse;
+
+	(void)arg;
+	while ((c = accept(fraud.fd, NULL, NULL)) != -1) {
+		len = 0;
+		/* Headers and the small body arrive before the client waits. */
+		while (len < sizeof(buf) - 1 && (got = read(c, buf + len,
+		    sizeof(buf) - 1 - len)) > 0) {
+			len += (size_t)got;
+			buf[len] = '\0';
+			if ((e = strstr(buf, "\r\n\r\n")) != NULL &&
+			    strchr(e, '}') != NULL)
+				break;
+		}
+		buf[len] = '\0';
+		pthread_mutex_lock(&fraud.mu);
+		fraud.calls++;
+		if ((k = strstr(buf, "\nIdempotency-Key: ")) != NULL) {
+			k += strlen("\nIdempotency-Key: ");
+			snprintf(fraud.key, sizeof(fraud.key), "%.*s",
+			    (int)strcspn(k, "\r\n"), k);
+		}
+		refuse = strstr(buf, "\"to\":\"mallory\"") != NULL;
+		if (!fraud.drop)
+			dprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: "
+			    "application/json\r\nContent-Length: %d\r\n"
+			    "Connection: close\r\n\r\n{\"allow\":%s}",
+			    refuse ? 15 : 14, refuse ? "false" : "true");
+		pthread_mutex_unlock(&fraud.mu);
+		close(c);
+	}
+	return NULL;
+}
+
+/* Start it; its port, or -1. */
+static int
+fraud_start(void)
+{
+	struct sockaddr_in	 sin;
+	socklen_t		 sl = sizeof(sin);
+	pthread_t		 th;
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if ((fraud.fd = socket(AF_INET, SOCK_STREAM, 0)) == -1 ||
+	    bind(fraud.fd, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
+	    listen(fraud.fd, 8) == -1 ||
+	    getsockname(fraud.fd, (struct sockaddr *)&sin, &sl) == -1 ||
+	    pthread_create(&th, NULL, fraud_main, NULL) != 0)
+		return -1;
+	pthread_detach(th);
+	return ntohs(sin.sin_port);
+}
+
+static int
+fraud_calls(char *key, size_t len)
+{
+	int	n;
+
+	pthread_mutex_lock(&fraud.mu);
+	n = fraud.calls;
+	if (key != NULL)
+		snprintf(key, len, "%s", fraud.key);
+	pthread_mutex_unlock(&fraud.mu);
+	return n;
+}
+
+static void
+fraud_drop(int on)
+{
+	pthread_mutex_lock(&fraud.mu);
+	fraud.drop = on;
+	pthread_mutex_unlock(&fraud.mu);
+}
+
+/*
+ * The test's config: the given file (or none) without its log_level, plus
+ * [ledger] fraud_url, written to a temporary file; its name, or NULL.
+ */
+static char *
+config_with_fraud(const char *config, int port)
+{
+	static char	 path[] = "/tmp/ledger_test.XXXXXX";
+	char		 buf[4096];
+	FILE		*in, *out;
+	int		 fd;
+
+	if ((fd = mkstemp(path)) == -1 || (out = fdopen(fd, "w")) == NULL)
+		return NULL;
+	if (config != NULL) {
+		if ((in = fopen(config, "r")) == NULL) {
+			fclose(out);
+			return NULL;
+		}
+		/* Less than info would hide the log line tested below. */
+		while (fgets(buf, sizeof(buf), in) != NULL)
+			if (strncmp(buf + strspn(buf, " \t"), "log_level",
+			    9) != 0)
+				fputs(buf, out);
+		fclose(in);
+	}
+	fprintf(out, "\n[ledger]\nfraud_url = http://127.0.0.1:%d/check\n"
+	    "fraud_timeout = 2s\n", port);
+	return fclose(out) == 0 ? path : NULL;
+}
+
+/* GET path, or a bail out. */
+static struct idem_test_resp *
+get(const char *path)
+{
+	struct idem_test_resp	*r;
+
+	if (idem_test_request(t, "GET", path, NULL, NULL, &r) == -1) {
+		printf("Bail out! %s\n", idem_test_error(t));
+		exit(1);
+	}
+	return r;
+}
+
 static int
 is_problem(const struct idem_test_resp *r, int status, const char *type)
 {
@@ -96,7 +241,10 @@ same(const struct idem_test_resp *a, const struct idem_test_resp *b)
 int
 main(int argc, char *argv[])
 {
-	const char		*config = argc > 1 ? argv[1] : NULL;
+	const char		*given = argc > 1 ? argv[1] : NULL;
+	char			*config, key1[128], key2[128];
+	int			 port, calls;
+	FILE			*logf;
 	const char		*move30 = "{\"from\": \"alice\", \"to\": \"bob\", "
 				    "\"amount\": 30}";
 	struct idem_test_resp	*a, *b;
@@ -104,6 +252,16 @@ main(int argc, char *argv[])
 	char			 err[256], sql[160];
 	PGresult		*r;
 
+	if ((port = fraud_start()) == -1 ||
+	    (config = config_with_fraud(given, port)) == NULL) {
+		printf("Bail out! the fraud service or the config\n");
+		return 1;
+	}
+	/* The handlers' log lines (stderr) go to a file this test reads. */
+	if ((logf = tmpfile()) == NULL || dup2(fileno(logf), 2) == -1) {
+		printf("Bail out! stderr to a file\n");
+		return 1;
+	}
 	if ((app = ledger_app()) == NULL ||
 	    (t = idem_test_new(app, config, err, sizeof(err))) == NULL ||
 	    (db = idem_db_open(config, NULL, err, sizeof(err))) == NULL) {
@@ -160,6 +318,69 @@ main(int argc, char *argv[])
 	idem_test_response_free(b);
 	idem_test_response_free(a);
 
+	/* The fraud check: asked once per transfer, under a derived key. */
+	calls = fraud_calls(key1, sizeof(key1));
+	ok(calls == 2 && key1[0] != '\0' && strstr(key1, "move-") == NULL,
+	    "the fraud service was asked once per executed transfer, under a "
+	    "derived Idempotency-Key");
+	a = transfer("move-4", "{\"from\": \"alice\", \"to\": \"mallory\", "
+	    "\"amount\": 5}");
+	ok(is_problem(a, 403, "transfer-refused"),
+	    "a transfer the fraud check refuses -> 403 transfer-refused");
+	b = transfer("move-4", "{\"from\": \"alice\", \"to\": \"mallory\", "
+	    "\"amount\": 5}");
+	ok(same(a, b) && replayed(b) && fraud_calls(NULL, 0) == calls + 1,
+	    "... replayed as stored, the fraud service not asked again");
+	ok(balance("alice") == 70 && balance("mallory") == -1,
+	    "... and no money moved");
+	idem_test_response_free(b);
+	idem_test_response_free(a);
+
+	fraud_drop(1);
+	a = transfer("move-5", move30);
+	fraud_calls(key1, sizeof(key1));
+	ok(is_problem(a, 503, "service-unavailable") && !replayed(a) &&
+	    balance("alice") == 70,
+	    "the fraud service drops the call -> 503, no money moved");
+	idem_test_response_free(a);
+	fraud_drop(0);
+	a = transfer("move-5", move30);
+	fraud_calls(key2, sizeof(key2));
+	ok(idem_test_status(a) == 201 && !replayed(a) &&
+	    balance("alice") == 40 && strcmp(key1, key2) == 0,
+	    "... the retry with the same key executes (nothing was stored), "
+	    "asking again under the same derived key");
+	idem_test_response_free(a);
+
+	/* Declared query parameters and the list helper. */
+	a = get("/v1/transfers?limit=1");
+	ok(idem_test_status(a) == 200 &&
+	    strstr(idem_test_body(a, NULL), "\"has_more\":true") != NULL &&
+	    strstr(idem_test_body(a, NULL), "\"amount\":30") != NULL &&
+	    strstr(idem_test_body(a, NULL), "\"status\":\"settled\"") != NULL,
+	    "GET /v1/transfers?limit=1 -> the newest transfer, has_more");
+	idem_test_response_free(a);
+	a = get("/v1/transfers?limit=0");
+	ok(is_problem(a, 400, "validation-error") &&
+	    strstr(idem_test_body(a, NULL), "\"parameter\":\"limit\"") != NULL,
+	    "GET /v1/transfers?limit=0 -> 400 naming the parameter");
+	idem_test_response_free(a);
+
+	/* The handler's log lines carry the request id. */
+	{
+		char	line[2048];
+		int	found = 0;
+
+		fflush(stderr);
+		rewind(logf);
+		while (fgets(line, sizeof(line), logf) != NULL)
+			if (strstr(line, "refused by the fraud check") &&
+			    strstr(line, "\"request_id\":\""))
+				found = 1;
+		ok(found, "the refusal is logged (idem_req_log), with its "
+		    "request id");
+	}
+
 	if (idem_test_request(t, "GET", "/problems/payment-declined", NULL,
 	    NULL, &a) == -1) {
 		printf("Bail out! %s\n", idem_test_error(t));
@@ -173,6 +394,7 @@ main(int argc, char *argv[])
 	PQfinish(db);
 	idem_test_free(t);
 	idem_app_free(app);
+	unlink(config);
 	printf("1..%d\n", n);
 	return failed == 0 ? 0 : 1;
 }
