@@ -667,6 +667,9 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 		idem_json_bool(j, 1);
 		idem_json_key(j, "retention_seconds");
 		seconds(j, l.ttl_ms);
+		idem_json_key(j, "lease_seconds");
+		seconds(j, l.lock_timeout_ms);
+		/* The lease's name before it was one: kept for old readers. */
 		idem_json_key(j, "lock_timeout_seconds");
 		seconds(j, l.lock_timeout_ms);
 		exclude = idem_cfg_route_exclude(&app->cfg, rt->method,

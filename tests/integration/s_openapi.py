@@ -155,7 +155,7 @@ def _(t):
         ttl, lto = _limits(t.env.config, method,
                            re.sub(r"\{([^}]+)\}", r":\1", path))
         want = {"required": True, "retention_seconds": ttl,
-                "lock_timeout_seconds": lto}
+                "lease_seconds": lto, "lock_timeout_seconds": lto}
         exclude = _exclude(t.env.config, method,
                            re.sub(r"\{([^}]+)\}", r":\1", path))
         if exclude is not None:

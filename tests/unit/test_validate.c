@@ -375,7 +375,8 @@ test_openapi(void)
 		"{\"name\":\"Idempotency-Key\",\"in\":\"header\","
 		    "\"required\":true",
 		"\"x-idempotency\":{\"required\":true,\"retention_seconds\":"
-		    "259200,\"lock_timeout_seconds\":4.500}",
+		    "259200,\"lease_seconds\":4.500,\"lock_timeout_seconds\":"
+		    "4.500}",
 		"\"/y\":{\"post\":{\"operationId\":\"post_y\",\"summary\":"
 		    "\"POST /y\",\"parameters\":[{\"name\":\"Idempotency-Key\"",
 		"\"retention_seconds\":172800,",
