@@ -287,7 +287,7 @@ assert s["additionalProperties"] is False
 assert s["properties"]["amount"]["maximum"] == 1000000000
 x = op["x-idempotency"]
 assert x == {"required": True, "retention_seconds": 86400,
-             "lock_timeout_seconds": 10}, x
+             "lease_seconds": 10, "lock_timeout_seconds": 10}, x
 assert any(p["name"] == "Idempotency-Key" and p["required"]
            for p in op["parameters"])
 ' <<<"$doc"; then
