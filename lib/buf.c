@@ -145,3 +145,23 @@ idem_buf_free(struct idem_buf *b)
 	b->p = NULL;
 	b->len = b->cap = 0;
 }
+
+size_t
+idem_fmt_int(char out[IDEM_INT_LEN], long long v)
+{
+	char			 d[IDEM_INT_LEN];
+	size_t			 i = sizeof(d), n;
+	unsigned long long	 u = v < 0 ? 0ULL - (unsigned long long)v :
+				    (unsigned long long)v;
+
+	/* Digits from the right, then copied out: no printf on hot paths. */
+	do
+		d[--i] = (char)('0' + u % 10);
+	while ((u /= 10) != 0);
+	if (v < 0)
+		d[--i] = '-';
+	n = sizeof(d) - i;
+	memcpy(out, d + i, n);
+	out[n] = '\0';
+	return n;
+}

@@ -37,21 +37,13 @@ idem_log_set_level(const char *name)
 			min_level = (enum idem_log_level)i;
 }
 
-/* A whole number in decimal, without printf (a line per request). */
+/* A whole number in decimal (a line per request: no printf). */
 static void
 add_int(struct idem_buf *b, long long v)
 {
-	char			 d[24];
-	size_t			 i = sizeof(d);
-	unsigned long long	 u = v < 0 ? 0ULL - (unsigned long long)v :
-				    (unsigned long long)v;
+	char	d[IDEM_INT_LEN];
 
-	do
-		d[--i] = (char)('0' + u % 10);
-	while ((u /= 10) != 0);
-	if (v < 0)
-		d[--i] = '-';
-	idem_buf_add(b, d + i, sizeof(d) - i);
+	idem_buf_add(b, d, idem_fmt_int(d, v));
 }
 
 /*

@@ -3,6 +3,7 @@
  * lifetime of idem_req_query() results, the escaping of the access log
  * line, and the cache of confirmed API secrets (auth.c).
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +153,23 @@ test_log_numbers(void)
 	}
 }
 
+/* idem_fmt_int writes what snprintf "%lld" writes. */
+static void
+test_fmt_int(void)
+{
+	static const long long	 v[] = { 0, 7, -7, 10, 1234, -100000,
+	    9007199254740993LL, LLONG_MAX, LLONG_MIN };
+	char			 got[IDEM_INT_LEN], want[32];
+	size_t			 i, n;
+
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		n = idem_fmt_int(got, v[i]);
+		snprintf(want, sizeof(want), "%lld", v[i]);
+		TAP_OK(strcmp(got, want) == 0 && n == strlen(want),
+		    "idem_fmt_int(%s) -> %s", want, got);
+	}
+}
+
 /* What one slot says about a secret's hash at a given time. */
 static void
 test_authc_state(void)
@@ -241,6 +259,7 @@ main(void)
 	test_query_lifetime();
 	test_log_escaping();
 	test_log_numbers();
+	test_fmt_int();
 	test_authc_state();
 	test_authc_cache();
 	return TAP_DONE();
