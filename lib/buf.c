@@ -35,7 +35,8 @@ idem_buf_add(struct idem_buf *b, const void *p, size_t len)
 {
 	if (len == 0)
 		return idem_buf_nul(b);
-	if (buf_grow(b, len) == -1)
+	/* Room already (the common case: a call per field) or grow. */
+	if (len >= b->cap - b->len && buf_grow(b, len) == -1)
 		return -1;
 	memcpy(b->p + b->len, p, len);
 	b->len += len;
@@ -46,7 +47,11 @@ idem_buf_add(struct idem_buf *b, const void *p, size_t len)
 int
 idem_buf_addc(struct idem_buf *b, char c)
 {
-	return idem_buf_add(b, &c, 1);
+	if (b->len + 2 > b->cap && buf_grow(b, 1) == -1)
+		return -1;
+	b->p[b->len++] = c;
+	b->p[b->len] = '\0';
+	return 0;
 }
 
 int
