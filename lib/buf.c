@@ -95,13 +95,23 @@ idem_hex(const unsigned char *p, size_t n, char *out)
 int
 idem_buf_add_jstr(struct idem_buf *b, const char *s, size_t len)
 {
-	size_t		  i;
+	size_t		  i, run;
 	unsigned char	  c;
 	char		  esc[7];
 
 	if (idem_buf_addc(b, '"') == -1)
 		return -1;
 	for (i = 0; i < len; i++) {
+		/* A run that needs no escape goes in with one copy. */
+		for (run = i; run < len && (unsigned char)s[run] >= 0x20 &&
+		    s[run] != '"' && s[run] != '\\'; run++)
+			continue;
+		if (run > i) {
+			if (idem_buf_add(b, s + i, run - i) == -1)
+				return -1;
+			if ((i = run) == len)
+				break;
+		}
 		c = (unsigned char)s[i];
 		switch (c) {
 		case '"':  if (idem_buf_add(b, "\\\"", 2) == -1) return -1; continue;
