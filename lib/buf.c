@@ -20,7 +20,7 @@ buf_grow(struct idem_buf *b, size_t need)
 		return -1;
 	if (b->len + need + 1 <= b->cap)
 		return 0;
-	cap = b->cap ? b->cap : 256;
+	cap = b->cap ? b->cap : 1024;	/* most lines and heads fit */
 	while (cap < b->len + need + 1)
 		cap *= 2;
 	if ((p = realloc(b->p, cap)) == NULL)
