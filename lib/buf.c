@@ -20,7 +20,7 @@ buf_grow(struct idem_buf *b, size_t need)
 		return -1;
 	if (b->len + need + 1 <= b->cap)
 		return 0;
-	cap = b->cap ? b->cap : 256;
+	cap = b->cap ? b->cap : 1024;	/* most lines and heads fit */
 	while (cap < b->len + need + 1)
 		cap *= 2;
 	if ((p = realloc(b->p, cap)) == NULL)
@@ -35,7 +35,8 @@ idem_buf_add(struct idem_buf *b, const void *p, size_t len)
 {
 	if (len == 0)
 		return idem_buf_nul(b);
-	if (buf_grow(b, len) == -1)
+	/* Room already (the common case: a call per field) or grow. */
+	if (len >= b->cap - b->len && buf_grow(b, len) == -1)
 		return -1;
 	memcpy(b->p + b->len, p, len);
 	b->len += len;
@@ -46,7 +47,11 @@ idem_buf_add(struct idem_buf *b, const void *p, size_t len)
 int
 idem_buf_addc(struct idem_buf *b, char c)
 {
-	return idem_buf_add(b, &c, 1);
+	if (b->len + 2 > b->cap && buf_grow(b, 1) == -1)
+		return -1;
+	b->p[b->len++] = c;
+	b->p[b->len] = '\0';
+	return 0;
 }
 
 int
@@ -90,13 +95,23 @@ idem_hex(const unsigned char *p, size_t n, char *out)
 int
 idem_buf_add_jstr(struct idem_buf *b, const char *s, size_t len)
 {
-	size_t		  i;
+	size_t		  i, run;
 	unsigned char	  c;
 	char		  esc[7];
 
 	if (idem_buf_addc(b, '"') == -1)
 		return -1;
 	for (i = 0; i < len; i++) {
+		/* A run that needs no escape goes in with one copy. */
+		for (run = i; run < len && (unsigned char)s[run] >= 0x20 &&
+		    s[run] != '"' && s[run] != '\\'; run++)
+			continue;
+		if (run > i) {
+			if (idem_buf_add(b, s + i, run - i) == -1)
+				return -1;
+			if ((i = run) == len)
+				break;
+		}
 		c = (unsigned char)s[i];
 		switch (c) {
 		case '"':  if (idem_buf_add(b, "\\\"", 2) == -1) return -1; continue;
@@ -144,4 +159,24 @@ idem_buf_free(struct idem_buf *b)
 	free(b->p);
 	b->p = NULL;
 	b->len = b->cap = 0;
+}
+
+size_t
+idem_fmt_int(char out[IDEM_INT_LEN], long long v)
+{
+	char			 d[IDEM_INT_LEN];
+	size_t			 i = sizeof(d), n;
+	unsigned long long	 u = v < 0 ? 0ULL - (unsigned long long)v :
+				    (unsigned long long)v;
+
+	/* Digits from the right, then copied out: no printf on hot paths. */
+	do
+		d[--i] = (char)('0' + u % 10);
+	while ((u /= 10) != 0);
+	if (v < 0)
+		d[--i] = '-';
+	n = sizeof(d) - i;
+	memcpy(out, d + i, n);
+	out[n] = '\0';
+	return n;
 }

@@ -4,6 +4,7 @@
  * and HTTP dates.
  */
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "internal.h"
@@ -29,6 +30,14 @@ idem_deadline(clockid_t clk, long long ms, struct timespec *ts)
 	}
 }
 
+static char *
+two_digits(char *o, int v)
+{
+	*o++ = (char)('0' + v / 10 % 10);
+	*o++ = (char)('0' + v % 10);
+	return o;
+}
+
 int
 idem_imf_fixdate(long long t, char *out, size_t len)
 {
@@ -37,14 +46,41 @@ idem_imf_fixdate(long long t, char *out, size_t len)
 	    "Fri", "Sat" };
 	static const char months[12][4] = { "Jan", "Feb", "Mar", "Apr", "May",
 	    "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
-	struct tm	tm;
-	time_t		tt = (time_t)t;
+	/* One request after another names the same second: keep the last. */
+	static __thread long long	last_t = -1;
+	static __thread char		last[IDEM_IMF_FIXDATE_LEN];
+	struct tm			tm;
+	time_t				tt = (time_t)t;
+	char				*o = out;
 
-	if (len < IDEM_IMF_FIXDATE_LEN || t < 0 || gmtime_r(&tt, &tm) == NULL ||
-	    tm.tm_year + 1900 > 9999)
+	if (len < IDEM_IMF_FIXDATE_LEN || t < 0)
 		return -1;
-	snprintf(out, len, "%s, %02d %s %04d %02d:%02d:%02d GMT",
-	    days[tm.tm_wday], tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900,
-	    tm.tm_hour, tm.tm_min, tm.tm_sec);
+	if (t == last_t) {
+		memcpy(out, last, IDEM_IMF_FIXDATE_LEN);
+		return 0;
+	}
+	if (gmtime_r(&tt, &tm) == NULL || tm.tm_year + 1900 > 9999)
+		return -1;
+	/* "Sun, 06 Nov 1994 08:49:37 GMT", without printf. */
+	memcpy(o, days[tm.tm_wday], 3);
+	o += 3;
+	*o++ = ',';
+	*o++ = ' ';
+	o = two_digits(o, tm.tm_mday);
+	*o++ = ' ';
+	memcpy(o, months[tm.tm_mon], 3);
+	o += 3;
+	*o++ = ' ';
+	o = two_digits(o, (tm.tm_year + 1900) / 100);
+	o = two_digits(o, (tm.tm_year + 1900) % 100);
+	*o++ = ' ';
+	o = two_digits(o, tm.tm_hour);
+	*o++ = ':';
+	o = two_digits(o, tm.tm_min);
+	*o++ = ':';
+	o = two_digits(o, tm.tm_sec);
+	memcpy(o, " GMT", 5);
+	memcpy(last, out, IDEM_IMF_FIXDATE_LEN);
+	last_t = t;
 	return 0;
 }

@@ -147,7 +147,7 @@ lock_id(const idem_req *req, char out[24])
 	idem_key_digest(req->secret_hash, req->key, h);
 	for (i = 0; i < 8; i++)
 		v = (int64_t)((uint64_t)v << 8 | h[i]);
-	snprintf(out, 24, "%lld", (long long)v);
+	idem_fmt_int(out, (long long)v);
 }
 
 /*
@@ -326,7 +326,7 @@ store_and_commit(idem_req *req)
 {
 	struct idem_q		 rec;
 	struct idem_buf		 hj = { 0 };
-	char			 id[24], st[8], ttl[24];
+	char			 id[24], st[24], ttl[24];
 	const char		*vals[9];
 	int			 lens[9] = { 0 }, fmts[9] = { 0 };
 	int			 rc, body;
@@ -338,11 +338,11 @@ store_and_commit(idem_req *req)
 		heartbeat_stop(req);
 	if (headers_json(req, &hj) == -1)
 		return -1;
-	snprintf(st, sizeof(st), "%d", req->status);
+	idem_fmt_int(st, req->status);
 	memset(&rec, 0, sizeof(rec));
-	snprintf(ttl, sizeof(ttl), "%lld", req->txn.limits.ttl_ms);
+	idem_fmt_int(ttl, req->txn.limits.ttl_ms);
 	if (req->txn.phased) {
-		snprintf(id, sizeof(id), "%lld", (long long)req->txn.record_id);
+		idem_fmt_int(id, (long long)req->txn.record_id);
 		vals[0] = id;
 		vals[1] = req->txn.lease_token;
 		vals[2] = st;
@@ -351,7 +351,7 @@ store_and_commit(idem_req *req)
 		vals[5] = ttl;
 		rec.sql = sql_finish;
 	} else {
-		snprintf(id, sizeof(id), "%lld", (long long)req->tenant);
+		idem_fmt_int(id, (long long)req->tenant);
 		vals[0] = id;
 		vals[1] = req->key;
 		vals[2] = req->method;
@@ -411,8 +411,8 @@ renew(idem_req *req)
 	const char	*vals[4] = { id, req->txn.lease_token, NULL, lease };
 	int		 rc;
 
-	snprintf(id, sizeof(id), "%lld", (long long)req->txn.record_id);
-	snprintf(lease, sizeof(lease), "%lld", req->txn.limits.lock_timeout_ms);
+	idem_fmt_int(id, (long long)req->txn.record_id);
+	idem_fmt_int(lease, req->txn.limits.lock_timeout_ms);
 	memset(&q, 0, sizeof(q));
 	q.sql = sql_advance;
 	q.n = 4;
@@ -450,7 +450,7 @@ phase_failed(idem_req *req, int rc)
 	 * failover), so that the retry resumes at once instead of a lease
 	 * later.
 	 */
-	snprintf(id, sizeof(id), "%lld", (long long)req->txn.record_id);
+	idem_fmt_int(id, (long long)req->txn.record_id);
 	if (idem_db_broken(req->db)) {
 		idem_req_conn_release(req);
 		if (idem_req_conn(req) == NULL) {
@@ -607,8 +607,8 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	if (deadline_passed(req))
 		return -1;
 	fault("before", next);
-	snprintf(id, sizeof(id), "%lld", (long long)req->txn.record_id);
-	snprintf(lease, sizeof(lease), "%lld", req->txn.limits.lock_timeout_ms);
+	idem_fmt_int(id, (long long)req->txn.record_id);
+	idem_fmt_int(lease, req->txn.limits.lock_timeout_ms);
 	vals[0] = id;
 	vals[1] = req->txn.lease_token;
 	vals[2] = next;
@@ -878,8 +878,8 @@ again:
 		return;
 	}
 	lock_id(req, lock);
-	snprintf(ttl, sizeof(ttl), "%lld", req->txn.limits.ttl_ms);
-	snprintf(lease, sizeof(lease), "%lld", req->txn.limits.lock_timeout_ms);
+	idem_fmt_int(ttl, req->txn.limits.ttl_ms);
+	idem_fmt_int(lease, req->txn.limits.lock_timeout_ms);
 	vals[0] = (const char *)req->secret_hash;
 	vals[1] = req->key;
 	vals[2] = req->method;

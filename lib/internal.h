@@ -45,6 +45,10 @@ int	idem_buf_addc(struct idem_buf *b, char c);
 int	idem_buf_adds(struct idem_buf *b, const char *s);
 int	idem_buf_addf(struct idem_buf *b, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
+/* v in decimal, NUL-terminated, into out; its length (snprintf's "%lld"
+ * without printf). */
+#define IDEM_INT_LEN	21
+size_t	idem_fmt_int(char out[IDEM_INT_LEN], long long v);
 /* Append s as a JSON string literal (quotes included, RFC 8785 escaping). */
 int	idem_buf_add_jstr(struct idem_buf *b, const char *s, size_t len);
 /* Make p NUL-terminated (not counted in len). */

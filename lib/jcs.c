@@ -217,6 +217,23 @@ num_es_format(double d, int maxprec, char *out)
 		out[o++] = '-';
 		d = -d;
 	}
+	/*
+	 * A whole number below 2^53 is its own shortest round-trip decimal,
+	 * and ECMAScript writes it out in full: no printf, no strtod (most
+	 * amounts are such).
+	 */
+	if (d < 9007199254740992.0 && d == (double)(long long)d) {
+		unsigned long long	u = (unsigned long long)d;
+
+		k = 0;
+		do
+			digits[k++] = (char)('0' + u % 10);
+		while ((u /= 10) != 0);
+		while (k > 0)
+			out[o++] = digits[--k];
+		out[o] = '\0';
+		return o;
+	}
 	num_shortest(d, maxprec, digits, sizeof(digits), &n);
 	k = strlen(digits);
 	if ((int)k <= n && n <= 21) {

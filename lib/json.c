@@ -218,10 +218,13 @@ idem_json_str(idem_json *j, const char *s)
 int
 idem_json_int(idem_json *j, long long v)
 {
+	char	text[IDEM_INT_LEN];
+
 	LIVE(j);
 	if (value_ok(j) == -1)
 		return -1;
-	return st(j, yajl_gen_integer(j->g, v));
+	/* The same digits yajl_gen_integer's printf would write. */
+	return st(j, yajl_gen_number(j->g, text, idem_fmt_int(text, v)));
 }
 
 int

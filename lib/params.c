@@ -62,9 +62,9 @@ idem_args_str(idem_args *a, const char *s)
 int
 idem_args_int(idem_args *a, long long v)
 {
-	char	buf[24];
+	char	buf[IDEM_INT_LEN];
 
-	snprintf(buf, sizeof(buf), "%lld", v);
+	idem_fmt_int(buf, v);
 	return idem_args_str(a, buf);
 }
 

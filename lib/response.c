@@ -110,15 +110,26 @@ int
 idem_resp_write(idem_req *req, struct idem_buf *out)
 {
 	struct idem_buf	*h = out;
+	char		 n[IDEM_INT_LEN];
 	size_t		 i;
 	int		 rc;
 
-	rc = idem_buf_addf(h, "Status: %d %s\r\nContent-Type: %s\r\n"
-	    "Content-Length: %lu\r\n", req->status, reason(req->status),
-	    req->ctype, (unsigned long)req->resp.len);
-	for (i = 0; i < req->nheaders; i++)
-		rc |= idem_buf_addf(h, "%s: %s\r\n", req->hname[i],
-		    req->hvalue[i]);
+	/* Piece by piece rather than printf: every response comes here. */
+	rc = idem_buf_adds(h, "Status: ");
+	rc |= idem_buf_add(h, n, idem_fmt_int(n, req->status));
+	rc |= idem_buf_addc(h, ' ');
+	rc |= idem_buf_adds(h, reason(req->status));
+	rc |= idem_buf_adds(h, "\r\nContent-Type: ");
+	rc |= idem_buf_adds(h, req->ctype != NULL ? req->ctype : "text/plain");
+	rc |= idem_buf_adds(h, "\r\nContent-Length: ");
+	rc |= idem_buf_add(h, n, idem_fmt_int(n, (long long)req->resp.len));
+	rc |= idem_buf_adds(h, "\r\n");
+	for (i = 0; i < req->nheaders; i++) {
+		rc |= idem_buf_adds(h, req->hname[i]);
+		rc |= idem_buf_adds(h, ": ");
+		rc |= idem_buf_adds(h, req->hvalue[i]);
+		rc |= idem_buf_adds(h, "\r\n");
+	}
 	if (req->replayed)
 		rc |= idem_buf_adds(h, "Idempotent-Replayed: true\r\n");
 	rc |= idem_buf_adds(h, "\r\n");

@@ -31,7 +31,7 @@ idem_stmts_use(const struct idem_stmts *s, const char *sql,
     char name[IDEM_STMT_NAME_LEN])
 {
 	uint64_t	h;
-	unsigned	i;
+	unsigned	i, k;
 
 	if (!s->enabled)
 		return IDEM_STMT_UNNAMED;
@@ -46,8 +46,11 @@ idem_stmts_use(const struct idem_stmts *s, const char *sql,
 		}
 	if (i == s->n && s->n == IDEM_STMTS_MAX)
 		return IDEM_STMT_UNNAMED;
-	snprintf(name, IDEM_STMT_NAME_LEN, "idem_%016llx",
-	    (unsigned long long)h);
+	/* "idem_" and 16 hex digits, without printf (every statement). */
+	memcpy(name, "idem_", 5);
+	for (k = 0; k < 16; k++)
+		name[5 + k] = "0123456789abcdef"[(h >> (60 - 4 * k)) & 0xf];
+	name[21] = '\0';
 	return i < s->n ? IDEM_STMT_EXECUTE : IDEM_STMT_PREPARE;
 }
 

@@ -331,10 +331,24 @@ declared(const struct idem_body *b, const char *name)
 static const char *
 join(char *buf, size_t len, const char *outer, const char *name)
 {
-	if (outer == NULL)
-		snprintf(buf, len, "%.100s", name);
-	else
-		snprintf(buf, len, "%s.%.100s", outer, name);
+	size_t	o = 0, n;
+
+	/* What snprintf "%s.%.100s" writes, truncated alike, without it
+	 * (once per member of every body). */
+	if (len == 0)
+		return buf;
+	if (outer != NULL) {
+		n = strlen(outer);
+		o = n < len - 1 ? n : len - 1;
+		memcpy(buf, outer, o);
+		if (o < len - 1)
+			buf[o++] = '.';
+	}
+	n = strnlen(name, 100);
+	if (n > len - 1 - o)
+		n = len - 1 - o;
+	memcpy(buf + o, name, n);
+	buf[o + n] = '\0';
 	return buf;
 }
 

@@ -3,9 +3,11 @@
  * lifetime of idem_req_query() results, the escaping of the access log
  * line, and the cache of confirmed API secrets (auth.c).
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <yajl/yajl_tree.h>
 
@@ -83,6 +85,88 @@ test_log_escaping(void)
 		if (doc != NULL)
 			yajl_tree_free(doc);
 		idem_buf_free(&b);
+	}
+}
+
+/* The numbers of a request line, written without printf, read back as
+ * printf would have written them; the time as ISO 8601 UTC. */
+static void
+test_log_numbers(void)
+{
+	static const struct {
+		int		 status;
+		long long	 us;
+		unsigned	 trips;
+		int64_t		 tenant;
+		const char	*want[3];
+	} t[] = {
+		{ 201, 1234, 2, 7, { "\"status\":201,", "\"duration_ms\":1.234,",
+		    "\"db_round_trips\":2,\"tenant\":7}" } },
+		{ 400, 5, 0, 0, { "\"status\":400,", "\"duration_ms\":0.005,",
+		    "\"outcome\":\"rejected\"}" } },
+		{ 503, 0, 1, 0, { "\"status\":503,", "\"duration_ms\":0.000,",
+		    "\"db_round_trips\":1}" } },
+		{ 200, 999999, 10, 9007199254740993LL, { "\"duration_ms\":999.999,",
+		    "\"db_round_trips\":10,",
+		    "\"tenant\":9007199254740993}" } },
+		{ 409, 1000000, 0, 1, { "\"duration_ms\":1000.000,",
+		    "\"status\":409,", "\"tenant\":1}" } },
+	};
+	const char	*tp[] = { "time", NULL };
+	idem_req	 req;
+	struct idem_buf	 b;
+	yajl_val	 doc, v;
+	struct tm	 now;
+	time_t		 clock;
+	size_t		 i, j;
+	int		 y, mo, d, h, mi, se, ms, n;
+	char		 z;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		memset(&req, 0, sizeof(req));
+		memset(&b, 0, sizeof(b));
+		strcpy(req.method, "POST");
+		strcpy(req.request_id, "0123456789abcdef");
+		req.status = t[i].status;
+		req.round_trips = t[i].trips;
+		req.tenant = t[i].tenant;
+		req.outcome = IDEM_OUT_REJECTED;
+		clock = time(NULL);
+		idem_log_request_line(&req, t[i].us, &b);
+		idem_buf_nul(&b);
+		for (j = 0; j < 3; j++)
+			TAP_OK(strstr(b.p, t[i].want[j]) != NULL, "line %zu "
+			    "has %s: %s", i, t[i].want[j], b.p);
+		doc = yajl_tree_parse(b.p, NULL, 0);
+		v = doc != NULL ? yajl_tree_get(doc, tp, yajl_t_string) : NULL;
+		n = v == NULL ? 0 : sscanf(YAJL_GET_STRING(v),
+		    "%4d-%2d-%2dT%2d:%2d:%2d.%3d%c", &y, &mo, &d, &h, &mi, &se,
+		    &ms, &z);
+		gmtime_r(&clock, &now);
+		TAP_OK(n == 8 && z == 'Z' && strlen(YAJL_GET_STRING(v)) == 24 &&
+		    y == now.tm_year + 1900 && mo >= 1 && mo <= 12 &&
+		    ms >= 0 && ms <= 999, "line %zu: time %s", i,
+		    v != NULL ? YAJL_GET_STRING(v) : "(none)");
+		if (doc != NULL)
+			yajl_tree_free(doc);
+		idem_buf_free(&b);
+	}
+}
+
+/* idem_fmt_int writes what snprintf "%lld" writes. */
+static void
+test_fmt_int(void)
+{
+	static const long long	 v[] = { 0, 7, -7, 10, 1234, -100000,
+	    9007199254740993LL, LLONG_MAX, LLONG_MIN };
+	char			 got[IDEM_INT_LEN], want[32];
+	size_t			 i, n;
+
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		n = idem_fmt_int(got, v[i]);
+		snprintf(want, sizeof(want), "%lld", v[i]);
+		TAP_OK(strcmp(got, want) == 0 && n == strlen(want),
+		    "idem_fmt_int(%s) -> %s", want, got);
 	}
 }
 
@@ -174,6 +258,8 @@ main(void)
 {
 	test_query_lifetime();
 	test_log_escaping();
+	test_log_numbers();
+	test_fmt_int();
 	test_authc_state();
 	test_authc_cache();
 	return TAP_DONE();

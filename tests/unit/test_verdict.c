@@ -97,5 +97,14 @@ main(void)
 	}
 	TAP_OK(idem_imf_fixdate(0, buf, sizeof(buf) - 1) == -1,
 	    "IMF-fixdate: a short buffer is refused");
+	/* Twice over, backwards: the remembered last date never leaks. */
+	for (i = sizeof(dates) / sizeof(dates[0]); i-- > 0;) {
+		rc = idem_imf_fixdate(dates[i].t, buf, sizeof(buf));
+		rc |= idem_imf_fixdate(dates[i].t, buf, sizeof(buf));
+		TAP_OK(dates[i].want == NULL ? rc == -1 : rc == 0 &&
+		    strcmp(buf, dates[i].want) == 0, "IMF-fixdate of %lld, "
+		    "again: %s", dates[i].t, dates[i].want ? dates[i].want :
+		    "refused");
+	}
 	return TAP_DONE();
 }
