@@ -22,7 +22,7 @@ Registered into run.py's list.
 
 import http.client
 import os
-import select
+import queue
 import shutil
 import subprocess
 import threading
@@ -629,7 +629,9 @@ EVICT_ONE = ("DELETE FROM idempotency_keys WHERE id IN (SELECT id FROM "
 
 class HeldSession:
     """psql with its transaction kept open: statements are sent one by
-    one and each answer read back, so the test decides when it commits."""
+    one and each answer read back, so the test decides when it commits.
+    A thread reads psql's output into a queue: select() on the pipe would
+    miss lines already read ahead into the file object's buffer."""
 
     def __init__(self, t, name):
         self.t = t
@@ -638,20 +640,28 @@ class HeldSession:
              t.env.conninfo + " application_name=" + name],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
         self.pid = int(self.ask("select pg_backend_pid()"))
 
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.put(line)
+        self.lines.put(None)            # EOF
+
     def ask(self, sql, timeout=20):
-        """Sends sql; its one line of output (a marker ends it)."""
+        """Sends sql; its output (a marker ends it)."""
         self.p.stdin.write(sql + ";\nselect 'held-end';\n")
         self.p.stdin.flush()
         out = []
         end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            ready, _, _ = select.select([self.p.stdout], [], [], 0.5)
-            if not ready:
-                continue
-            line = self.p.stdout.readline()
-            if line == "":
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, end -
+                                                  time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
                 break
             if line.strip() == "held-end":
                 return "\n".join(out)
