@@ -222,18 +222,8 @@ num_es_format(double d, int maxprec, char *out)
 	 * and ECMAScript writes it out in full: no printf, no strtod (most
 	 * amounts are such).
 	 */
-	if (d < 9007199254740992.0 && d == (double)(long long)d) {
-		unsigned long long	u = (unsigned long long)d;
-
-		k = 0;
-		do
-			digits[k++] = (char)('0' + u % 10);
-		while ((u /= 10) != 0);
-		while (k > 0)
-			out[o++] = digits[--k];
-		out[o] = '\0';
-		return o;
-	}
+	if (d < 9007199254740992.0 && d == (double)(long long)d)
+		return o + idem_fmt_int(out + o, (long long)d);
 	num_shortest(d, maxprec, digits, sizeof(digits), &n);
 	k = strlen(digits);
 	if ((int)k <= n && n <= 21) {
