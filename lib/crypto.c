@@ -125,6 +125,14 @@ idem_random_hex(char *out, size_t nbytes)
 }
 
 int
+idem_random_id(char *out, size_t outlen, size_t nbytes)
+{
+	if (out == NULL || nbytes == 0 || outlen < 2 * nbytes + 1)
+		return -1;
+	return idem_random_hex(out, nbytes);
+}
+
+int
 idem_secret_eq(const unsigned char *a, const void *b, size_t blen)
 {
 	/* A stored hash of another length is not ours: refused before the

@@ -247,6 +247,15 @@ int64_t		 idem_req_record_id(const idem_req *req);
 int		 idem_req_derived_key(const idem_req *req, const char *phase,
 		    char *out, size_t outlen);
 
+/*
+ * nbytes (1 to 64) random bytes, as 2 * nbytes lowercase hex digits and a
+ * NUL, into out: an identifier for the handler's own rows.  Drawn from the
+ * library's per-thread buffer of OpenSSL random bytes (each byte handed out
+ * once), so a call costs no system call.  0, or -1 (nbytes out of range,
+ * outlen too small, no randomness).
+ */
+int		 idem_random_id(char *out, size_t outlen, size_t nbytes);
+
 /* --- JSON responses (json.c) ---------------------------------------------- */
 
 /*

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <openssl/rand.h>
 
 #include "acquirer.h"
 #include "payments.h"
@@ -135,24 +134,17 @@ const struct idem_response health[] = {
 	"amount_refunded, description, customer, metadata, " \
 	"extract(epoch FROM created_at)::bigint AS created"
 
+/* prefix and 24 random hex digits, from the library's random buffer
+ * (RAND_bytes here would cost a getpid() per id: OpenSSL's fork check). */
 static int
 new_id(const char *prefix, char *out, size_t outlen)
 {
-	static const char hex[] = "0123456789abcdef";
-	unsigned char	  r[12];
-	size_t		  i, o;
+	size_t	o = strlen(prefix);
 
-	if (RAND_bytes(r, sizeof(r)) != 1 ||
-	    outlen < strlen(prefix) + 2 * sizeof(r) + 1)
+	if (outlen <= o)
 		return -1;
-	o = strlen(prefix);
 	memcpy(out, prefix, o);
-	for (i = 0; i < sizeof(r); i++) {
-		out[o++] = hex[r[i] >> 4];
-		out[o++] = hex[r[i] & 0xf];
-	}
-	out[o] = '\0';
-	return 0;
+	return idem_random_id(out + o, outlen - o, 12);
 }
 
 /* 201 with row 0 of r (PAYMENT_COLS) and its Location; frees r. */
