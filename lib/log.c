@@ -5,7 +5,10 @@
  * method, which a direct FastCGI peer may set to anything) is written as
  * an escaped JSON string.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -81,20 +84,156 @@ log_prefix(struct idem_buf *b, enum idem_log_level lvl)
 	idem_buf_addc(b, '"');
 }
 
+/*
+ * While the runtime serves, lines are gathered and written at most
+ * FLUSH_MS after the first of them (by a thread of their own), or at once
+ * when they reach FLUSH_BYTES or a warning or an error comes: a request
+ * then costs no write(2) of its own.  What a kill -9 can lose is the last
+ * FLUSH_MS of info lines; a drain flushes everything.  Outside the runtime
+ * (idemctl, tests, startup) each line is written when it is made.
+ */
+#define FLUSH_MS	100
+#define FLUSH_BYTES	(16 * 1024)
+
+static struct {
+	pthread_mutex_t	 mu;	/* pending, stop */
+	pthread_mutex_t	 wmu;	/* taken under mu: writes in pending's order */
+	pthread_cond_t	 cv;
+	struct idem_buf	 pending;
+	int		 stop;
+	pthread_t	 th;
+} lg = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+	PTHREAD_COND_INITIALIZER, { 0 }, 0, 0 };
+static atomic_int gathering;
+
+/* Write what is pending; called with lg.mu held, returns with it free. */
 static void
-log_write(struct idem_buf *b)
+flush_locked(void)
 {
-	/* One write per line so that lines of threads never interleave. */
-	if (b->p != NULL)
-		fwrite(b->p, 1, b->len, stderr);
-	idem_buf_free(b);
+	struct idem_buf	out = lg.pending;
+
+	memset(&lg.pending, 0, sizeof(lg.pending));
+	pthread_mutex_lock(&lg.wmu);
+	pthread_mutex_unlock(&lg.mu);
+	if (out.len > 0)
+		fwrite(out.p, 1, out.len, stderr);
+	pthread_mutex_unlock(&lg.wmu);
+	idem_buf_free(&out);
+}
+
+static void *
+flusher(void *arg)
+{
+	struct timespec	dl;
+
+	(void)arg;
+	pthread_mutex_lock(&lg.mu);
+	while (!lg.stop) {
+		if (lg.pending.len == 0) {
+			pthread_cond_wait(&lg.cv, &lg.mu);
+			continue;
+		}
+		/* The first line of a batch waits at most FLUSH_MS. */
+		idem_deadline(CLOCK_MONOTONIC, FLUSH_MS, &dl);
+		while (!lg.stop && lg.pending.len > 0 &&
+		    pthread_cond_timedwait(&lg.cv, &lg.mu, &dl) == 0)
+			;
+		flush_locked();
+		pthread_mutex_lock(&lg.mu);
+	}
+	flush_locked();
+	return NULL;
 }
 
 static void
-log_emit(struct idem_buf *b)
+flush_at_exit(void)
+{
+	idem_log_flush();
+}
+
+static void
+register_exit_flush(void)
+{
+	atexit(flush_at_exit);
+}
+
+int
+idem_log_gather_start(void)
+{
+	static pthread_once_t	once = PTHREAD_ONCE_INIT;
+	pthread_condattr_t	ca;
+
+	pthread_once(&once, register_exit_flush);
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_destroy(&lg.cv);
+	pthread_cond_init(&lg.cv, &ca);
+	pthread_condattr_destroy(&ca);
+	lg.stop = 0;
+	if (pthread_create(&lg.th, NULL, flusher, NULL) != 0)
+		return -1;
+	atomic_store(&gathering, 1);
+	return 0;
+}
+
+void
+idem_log_flush(void)
+{
+	if (!atomic_load(&gathering))
+		return;
+	pthread_mutex_lock(&lg.mu);
+	flush_locked();
+}
+
+void
+idem_log_gather_stop(void)
+{
+	if (!atomic_load(&gathering))
+		return;
+	pthread_mutex_lock(&lg.mu);
+	lg.stop = 1;
+	pthread_cond_signal(&lg.cv);
+	pthread_mutex_unlock(&lg.mu);
+	pthread_join(lg.th, NULL);
+	atomic_store(&gathering, 0);
+	/* A line made while the flusher stopped is pending still. */
+	pthread_mutex_lock(&lg.mu);
+	flush_locked();
+}
+
+static void
+log_write(struct idem_buf *b, enum idem_log_level lvl)
+{
+	int	was_empty;
+
+	if (b->p == NULL)
+		return;
+	if (!atomic_load(&gathering)) {
+		/* One write per line: lines of threads never interleave. */
+		fwrite(b->p, 1, b->len, stderr);
+		idem_buf_free(b);
+		return;
+	}
+	pthread_mutex_lock(&lg.mu);
+	was_empty = lg.pending.len == 0;
+	idem_buf_add(&lg.pending, b->p, b->len);
+	idem_buf_free(b);
+	if (lvl >= IDEM_LOG_WARN || lg.pending.len >= FLUSH_BYTES ||
+	    lg.pending.p == NULL) {
+		flush_locked();
+		return;
+	}
+	if (was_empty)
+		pthread_cond_signal(&lg.cv);
+	pthread_mutex_unlock(&lg.mu);
+}
+
+static void
+log_emit(struct idem_buf *b, enum idem_log_level lvl)
 {
 	idem_buf_adds(b, "}\n");
-	log_write(b);
+	log_write(b, lvl);
 }
 
 /* ,"name":"value" with value escaped. */
@@ -141,7 +280,7 @@ log_line(enum idem_log_level lvl, const char *request_id, const char *fmt,
 	idem_buf_add_jstr(&b, msg, (size_t)n);
 	if (request_id != NULL && request_id[0] != '\0')
 		add_field(&b, "request_id", request_id);
-	log_emit(&b);
+	log_emit(&b, lvl);
 }
 
 void
@@ -252,5 +391,5 @@ idem_log_request(const idem_req *req, long long duration_us)
 	if (IDEM_LOG_INFO < min_level)
 		return;
 	idem_log_request_line(req, duration_us, &b);
-	log_write(&b);
+	log_write(&b, IDEM_LOG_INFO);
 }

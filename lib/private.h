@@ -94,6 +94,12 @@ void	idem_log_db_result(idem_req *req, const PGresult *r);
  * resources, statement or lock timeout, serialization failure,
  * deadlock), for which a retry may succeed?  1 or 0. */
 int	idem_sqlstate_transient(const char *sqlstate);
+/* While the runtime serves: gather lines, written by a thread of their
+ * own within 100 ms (warnings and errors at once); stop flushes all. */
+int	idem_log_gather_start(void);
+void	idem_log_gather_stop(void);
+/* Write the gathered lines now (before _exit). */
+void	idem_log_flush(void);
 /* The access log line of one request. */
 void	idem_log_request(const idem_req *req, long long duration_us);
 /* That line (a JSON object and "\n") appended to b. */

@@ -209,7 +209,7 @@ idem_runtime_run(idem_app *app, const char *addr)
 	    idem_heartbeat_interval(idem_cfg_lease_min(&app->cfg)),
 	    n + IDEM_HEARTBEAT_SPARE);
 	if (n == 0 || app->heartbeat == NULL ||
-	    idem_janitor_start(app) == -1) {
+	    idem_janitor_start(app) == -1 || idem_log_gather_start() == -1) {
 		idem_log(IDEM_LOG_ERROR, "runtime: cannot start threads");
 		return 1;
 	}
@@ -265,6 +265,7 @@ idem_runtime_run(idem_app *app, const char *addr)
 		 * while the stuck thread still uses them (ASan saw the
 		 * use after free).  Nothing of the process is needed after.
 		 */
+		idem_log_flush();
 		fflush(NULL);
 		_exit(IDEM_EXIT_UNDRAINED);
 	}
@@ -279,6 +280,7 @@ idem_runtime_run(idem_app *app, const char *addr)
 	close(rt.ep);
 	pthread_mutex_destroy(&rt.mu);
 	pthread_cond_destroy(&rt.done);
+	idem_log_gather_stop();
 	idem_log(IDEM_LOG_INFO, "runtime: drained, exiting");
 	return 0;
 }

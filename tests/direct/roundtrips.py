@@ -186,12 +186,16 @@ def main():
                 ok(len(flights) >= 2 and b"ROLLBACK" in flights[-1],
                    "%s: the second flight is the unwaited ROLLBACK" % name,
                    flights)
-        # The log says how many flights each request waited on.
-        posts = [r for r in app.log_lines() if r.get("msg") == "request"
-                 and r.get("method") == "POST"]
-        got = [(r.get("outcome"), r.get("db_round_trips")) for r in posts]
+        # The log says how many flights each request waited on (its info
+        # lines are written within 100 ms of being made).
         want = [("created", 3), ("created", 2), ("replayed", 1),
                 ("reused", 1), ("in_flight", 1), ("rejected", 1)]
+
+        def posted():
+            return [(r.get("outcome"), r.get("db_round_trips"))
+                    for r in app.log_lines() if r.get("msg") == "request"
+                    and r.get("method") == "POST"]
+        got = wait_for(lambda: len(posted()) >= len(want) and posted(), 5)
         ok(got == want, "waited-on round trips per outcome %r" % want, got)
         ops = psql("SELECT coalesce(string_agg(op, ',' ORDER BY op), '')"
                    " FROM %s w JOIN api_keys a ON a.id = w.api_key_id"
