@@ -1,6 +1,7 @@
 /*
  * backoff.c - the completer's retry schedule (exponential, capped, with
- * jitter) and when it stops retrying a record and asks for an operator.
+ * jitter) and when it stops retrying a record and asks for an operator;
+ * eviction's pace (how long to pause after a batch).
  */
 #include "config.h"	/* configure's switches: rebuilt when they change */
 #include "backoff.h"
@@ -53,4 +54,26 @@ idem_giveup_name(enum idem_giveup g)
 		return "max_age";
 	}
 	return "?";
+}
+
+int
+idem_evict_duty(int duty, int backlog_left)
+{
+	if (!backlog_left || duty < IDEM_EVICT_DUTY_MIN)
+		return IDEM_EVICT_DUTY_MIN;
+	return duty > IDEM_EVICT_DUTY_MAX / 2 ? IDEM_EVICT_DUTY_MAX :
+	    duty * 2;
+}
+
+long long
+idem_evict_pause_us(long long batch_us, int duty)
+{
+	if (batch_us <= 0)
+		return 0;
+	if (duty < IDEM_EVICT_DUTY_MIN)
+		duty = IDEM_EVICT_DUTY_MIN;
+	if (duty > IDEM_EVICT_DUTY_MAX)
+		duty = IDEM_EVICT_DUTY_MAX;
+	/* batch / (batch + pause) = duty / 100 */
+	return batch_us * (100 - duty) / duty;
 }

@@ -1,7 +1,7 @@
 /*
- * backoff.h - the completer's retry schedule and its give-up rule, as pure
- * functions (no clock, no randomness of their own) so that a table can
- * test them.
+ * backoff.h - the completer's retry schedule and its give-up rule, and
+ * eviction's pace, as pure functions (no clock, no randomness of their
+ * own) so that a table can test them.
  */
 #ifndef IDEM_BACKOFF_H
 #define IDEM_BACKOFF_H
@@ -37,5 +37,24 @@ enum idem_giveup idem_giveup(int hopeless, long attempts, long max_attempts,
 
 /* A short word for each, as stored and shown ("retry", "hopeless", ...). */
 const char	*idem_giveup_name(enum idem_giveup g);
+
+/*
+ * Eviction's pace.  A backlog of expired keys is evicted in batches with a
+ * pause after each, so that eviction takes duty percent of the time and
+ * requests the rest.  The duty starts at IDEM_EVICT_DUTY_MIN; a janitor run
+ * that ends with a backlog left doubles it, up to IDEM_EVICT_DUTY_MAX, so a
+ * backlog that grows faster than the pace evicts it is met with more; a run
+ * that clears the backlog sets it back.  At the least duty eviction still
+ * deletes a quarter of its flat-out rate (tens of thousands of keys a
+ * second here), far above any rate at which keys expire.
+ */
+#define IDEM_EVICT_DUTY_MIN	25	/* percent */
+#define IDEM_EVICT_DUTY_MAX	75
+
+/* The duty of the next run after a run at duty that left a backlog (1) or
+ * did not (0). */
+int		idem_evict_duty(int duty, int backlog_left);
+/* The pause after a batch that took batch_us at duty percent. */
+long long	idem_evict_pause_us(long long batch_us, int duty);
 
 #endif

@@ -48,6 +48,35 @@ static const struct {
 	{ 0, 1000, 0, 1LL << 40, 0, IDEM_GIVEUP_RETRY },	/* no limits */
 };
 
+static const struct {
+	int	 duty, backlog, want;
+} duties[] = {
+	{ 25, 0, 25 },
+	{ 25, 1, 50 },
+	{ 50, 1, 75 },
+	{ 75, 1, 75 },		/* the ceiling */
+	{ 37, 1, 74 },
+	{ 38, 1, 75 },
+	{ 75, 0, 25 },		/* a cleared backlog starts over */
+	{ 0, 1, 25 },		/* out of range: the floor */
+	{ -5, 0, 25 },
+};
+
+static const struct {
+	long long	 batch_us;
+	int		 duty;
+	long long	 want;
+} pauses[] = {
+	{ 176000, 25, 528000 },	/* a 10,000-key batch here: 3 x its time */
+	{ 176000, 50, 176000 },
+	{ 176000, 75, 58666 },
+	{ 18000, 25, 54000 },
+	{ 0, 25, 0 },
+	{ -1, 25, 0 },
+	{ 1000, 10, 3000 },	/* below the floor: as 25 */
+	{ 1000, 100, 333 },	/* above the ceiling: as 75 */
+};
+
 int
 main(void)
 {
@@ -71,6 +100,17 @@ main(void)
 		    giveups[i].attempts, giveups[i].max_attempts,
 		    giveups[i].age, giveups[i].max_age,
 		    idem_giveup_name(giveups[i].want), idem_giveup_name(g));
+	}
+	for (i = 0; i < sizeof(duties) / sizeof(duties[0]); i++)
+		TAP_OK(idem_evict_duty(duties[i].duty, duties[i].backlog) ==
+		    duties[i].want, "eviction duty %d%%, backlog %s: next %d%%",
+		    duties[i].duty, duties[i].backlog ? "left" : "cleared",
+		    duties[i].want);
+	for (i = 0; i < sizeof(pauses) / sizeof(pauses[0]); i++) {
+		got = idem_evict_pause_us(pauses[i].batch_us, pauses[i].duty);
+		TAP_OK(got == pauses[i].want, "a batch of %lld us at %d%%: "
+		    "pause %lld us (got %lld)", pauses[i].batch_us,
+		    pauses[i].duty, pauses[i].want, got);
 	}
 	TAP_OK(idem_backoff_ms(3, 10000, 600000, 123456789u) >= 20000 &&
 	    idem_backoff_ms(3, 10000, 600000, 123456789u) <= 40000,
