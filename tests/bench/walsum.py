@@ -39,9 +39,13 @@ def main():
         node, _, spec = a.partition("=")
         kind, table, name = spec.split(":", 2)
         rels[node] = (kind, table, name)
-    p = subprocess.Popen([waldump, "-p", waldir, "-s", start, "-e", end],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+    try:
+        p = subprocess.Popen([waldump, "-p", waldir, "-s", start, "-e", end],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    except OSError as e:
+        sys.stderr.write("walsum.py: %s: %s\n" % (waldump, e))
+        sys.exit(1)
     count = {}
 
     def add(k, v=1):
