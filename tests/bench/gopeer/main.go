@@ -7,7 +7,10 @@
 // secret is compared in memory and the tenant is given).  Not installed,
 // not part of the suite: the benchmark builds it into its temp dir.
 //
-//	gopeer -listen 127.0.0.1:PORT -db CONNINFO -tenant ID -secret SECRET [-pool N]
+//	GOPEER_SECRET=SECRET gopeer -listen 127.0.0.1:PORT -db CONNINFO -tenant ID [-pool N]
+//
+// (the API key in the environment, not on the command line that every
+// local user can read)
 //
 // POST /v1/payments with "Authorization: Bearer SECRET", an
 // Idempotency-Key (an RFC 8941 sf-string or a bare token) and a body like
@@ -30,6 +33,7 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -238,11 +242,11 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:8080", "address to listen on")
 	db := flag.String("db", "", "libpq-style conninfo of the database")
 	tenant := flag.Int64("tenant", 0, "api_keys.id of the one tenant")
-	secret := flag.String("secret", "", "its API key")
 	size := flag.Int("pool", 8, "connections in the pool")
 	flag.Parse()
-	if *db == "" || *tenant == 0 || *secret == "" || *size < 1 {
-		log.Fatal("usage: gopeer -listen ADDR -db CONNINFO -tenant ID -secret SECRET [-pool N]")
+	secret := os.Getenv("GOPEER_SECRET")
+	if *db == "" || *tenant == 0 || secret == "" || *size < 1 {
+		log.Fatal("usage: GOPEER_SECRET=SECRET gopeer -listen ADDR -db CONNINFO -tenant ID [-pool N]")
 	}
 	cfg, err := pgxpool.ParseConfig(*db)
 	if err != nil {
@@ -254,7 +258,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	s := &server{pool: pool, tenant: *tenant, secret: []byte(*secret)}
+	s := &server{pool: pool, tenant: *tenant, secret: []byte(secret)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/payments", s.create)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
