@@ -50,6 +50,11 @@ IDEM_DEPS_FIXTURES="nginx-light apache2 libapache2-mod-fcgid libfcgi-bin
 # postgresql package pulls in), psql, both web servers.
 # shellcheck disable=SC2034
 IDEM_DEPS_BENCH="wrk postgresql postgresql-client lighttpd nginx-light python3"
+# tests/bench/run's Go peer (tests/bench/gopeer): Go and the pgx driver,
+# built offline from Debian's Go library tree.  Optional: without them
+# the run skips that row and says why.
+# shellcheck disable=SC2034
+IDEM_DEPS_BENCH_GO="golang-go golang-github-jackc-pgx-v4-dev"
 # A locale whose decimal point is a comma: the JSON canonicalisation
 # must not depend on LC_NUMERIC (unit/test_jcs).
 # shellcheck disable=SC2034
