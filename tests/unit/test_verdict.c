@@ -12,11 +12,11 @@ static const char *const names[] = {
 	[IDEM_V_UNAUTHORIZED] = "unauthorized", [IDEM_V_EXECUTE] = "execute",
 	[IDEM_V_RESUME] = "resume", [IDEM_V_REPLAY] = "replay",
 	[IDEM_V_REUSED] = "reused", [IDEM_V_IN_FLIGHT] = "in-flight",
-	[IDEM_V_RACED] = "raced",
+	[IDEM_V_RACED] = "raced", [IDEM_V_EXPIRED] = "expired",
 };
 
 /* Columns: tenant_ok lock_tried lock_got claimed inserted taken
- * has_record same_request completed. */
+ * has_record same_request completed remembered. */
 static const struct {
 	const char		*what;
 	int			 phased;
@@ -61,6 +61,25 @@ static const struct {
 	    { 1, 1, 1, 1, 0, 0, 1, 1, 0 }, IDEM_V_RACED },
 	{ "no record and not claimed: raced", 0, { 1, 1, 1, 0, 0, 0, 0, 0, 0 },
 	    IDEM_V_RACED },
+	/* [route] remember: idem_claim() returns before the lock. */
+	{ "evicted, same request remembered: 410", 0,
+	    { 1, 0, 0, 0, 0, 0, 0, 0, 0, 1 }, IDEM_V_EXPIRED },
+	{ "evicted, same request remembered, phased: 410 (nothing "
+	    "inserted)", 1, { 1, 0, 0, 0, 0, 0, 0, 0, 0, 1 }, IDEM_V_EXPIRED },
+	{ "expired record not yet evicted, same request remembered: 410", 0,
+	    { 1, 0, 0, 0, 0, 0, 1, 1, 1, 1 }, IDEM_V_EXPIRED },
+	{ "expired record not yet evicted, remembered, phased: 410", 1,
+	    { 1, 0, 0, 0, 0, 0, 1, 1, 1, 1 }, IDEM_V_EXPIRED },
+	{ "remembered, but the API key is unknown: 401 first", 0,
+	    { 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 }, IDEM_V_UNAUTHORIZED },
+	{ "evicted, another request under the key (not remembered): "
+	    "execute", 0, { 1, 1, 1, 1, 0, 0, 0, 0, 0, 0 }, IDEM_V_EXECUTE },
+	{ "expired record of another request, not remembered: execute", 0,
+	    { 1, 1, 1, 1, 0, 0, 1, 0, 1, 0 }, IDEM_V_EXECUTE },
+	{ "expired record of another request, phased: execute (inserted)", 1,
+	    { 1, 1, 1, 1, 1, 0, 1, 0, 1, 0 }, IDEM_V_EXECUTE },
+	{ "window passed (not remembered), same request: execute", 0,
+	    { 1, 1, 1, 1, 0, 0, 0, 0, 0, 0 }, IDEM_V_EXECUTE },
 };
 
 /* RFC 9110 IMF-fixdate, English names whatever the locale. */
