@@ -57,7 +57,7 @@ enum idem_problem {
 	IDEM_P_UNAVAILABLE,		/* service-unavailable */
 	IDEM_P_INTERNAL,		/* internal-error */
 	IDEM_P_KEY_ABANDONED,		/* idempotency-key-abandoned (idemctl) */
-	IDEM_P_KEY_EXPIRED,		/* idempotency-key-expired ([route] remember) */
+	IDEM_P_KEY_EXPIRED,		/* idempotency-key-expired (remember) */
 	IDEM_P__MAX	/* an application's own types follow (idem_app_problem) */
 };
 
