@@ -885,8 +885,8 @@ idem_idempotent_run(idem_req *req)
 	struct idem_q		 q[3];
 	char			 lock[24], ttl[24], lease[24], rem[24];
 	const char		*vals[11];
-	int			 lens[11] = { 32, 0, 0, 0, 32, 0, 0, 0, 0, 0, 0 };
-	int			 fmts[11] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0 };
+	int			 lens[11] = { 32, 0, 0, 0, 32 };
+	int			 fmts[11] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 1 };
 	const PGresult		*r;
 	struct wait		 w = { 0 };
 	size_t			 nq;

@@ -35,8 +35,8 @@ static int
 run_once(idem_app *app)
 {
 	PGconn		*db;
-	long		 evicted = 0, remembered = 0, forgotten = 0, reclaimed = 0;
-	long		 completed, left;
+	long		 evicted = 0, remembered = 0, forgotten = 0;
+	long		 reclaimed = 0, completed, left;
 	long long	 until_us = idem_now_us() + RUN_BUDGET_MS * 1000LL;
 	int		 rc, frc, crc;
 
