@@ -31,7 +31,7 @@ CREATE TABLE idem_remembered (
 	key_digest	bigint NOT NULL,	-- idem_key_digest64(tenant, key)
 	request_digest	bigint NOT NULL,	-- idem_digest64(fingerprint)
 	expired_at	timestamptz NOT NULL,	-- the record's expires_at
-	forget_at	timestamptz NOT NULL	-- + remember, rounded up to a minute
+	forget_at	timestamptz NOT NULL	-- + remember, up to a minute
 );
 
 -- The claim looks a key up here; the janitor evicts from the forget_at end.
