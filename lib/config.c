@@ -740,7 +740,8 @@ warn_deprecated(struct idem_cfg *cfg, const char *name, unsigned long line)
 
 /* The keys of a route section, in the order of its key_line[]. */
 static const char *const route_keys[] = { "ttl", "lock_timeout",
-    "deadline", "phase_deadline" };
+    "deadline", "phase_deadline", "remember" };
+#define NROUTE_KEYS	(sizeof(route_keys) / sizeof(route_keys[0]))
 
 /*
  * fingerprint_exclude = /a, /b/c: JSON Pointers, separated by commas and
@@ -794,22 +795,23 @@ static int
 parse_route_key(struct parse *ps, const char *key, const char *val)
 {
 	struct idem_cfg_route	*r = ps->route;
-	long long		*dst[4] = { &r->ttl_ms, &r->lock_timeout_ms,
-				    &r->deadline_ms, &r->phase_deadline_ms };
+	long long		*dst[NROUTE_KEYS] = { &r->ttl_ms,
+				    &r->lock_timeout_ms, &r->deadline_ms,
+				    &r->phase_deadline_ms, &r->remember_ms };
 	long long		 ms;
 	size_t			 i;
 
 	if (strcmp(key, "fingerprint_exclude") == 0)
 		return parse_route_exclude(ps, val);
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < NROUTE_KEYS; i++)
 		if (strcmp(key, route_keys[i]) == 0)
 			break;
 	/* lease, or lock_timeout, its deprecated alias: one slot. */
 	if (strcmp(key, "lease") == 0)
 		i = 1;
-	if (i == 4)
+	if (i == NROUTE_KEYS)
 		return perr(ps, ps->line, "unknown key %.64s in route section "
-		    "(ttl, lease, deadline, phase_deadline or "
+		    "(ttl, lease, deadline, phase_deadline, remember or "
 		    "fingerprint_exclude)", key);
 	if (i == 1 && r->key_line[1] != 0)
 		return perr(ps, ps->line, "lease set twice (first on line %lu; "
@@ -823,6 +825,11 @@ parse_route_key(struct parse *ps, const char *key, const char *val)
 	if (idem_parse_duration(val, &ms) == -1)
 		return perr(ps, ps->line, "%s must be a duration such as 250ms, "
 		    "30s, 5m, 24h or 7d (at most 3650d)", route_keys[i]);
+	/* 0 would read as "not set"; a window under a minute is shorter
+	 * than the minute its trace is rounded up to (sql/010). */
+	if (i == 4 && ms < MS_MINUTE)
+		return perr(ps, ps->line, "remember (%lldms) must be at least "
+		    "1m (leave it out to remember nothing)", ms);
 	*dst[i] = ms;
 	r->key_line[i] = ps->line;
 	return 0;
@@ -1184,6 +1191,7 @@ idem_cfg_route_limits(const struct idem_cfg *cfg, const char *method,
 	    cfg->request_timeout_ms;
 	out->phase_deadline_ms = r && r->phase_deadline_ms > 0 ?
 	    r->phase_deadline_ms : out->deadline_ms;
+	out->remember_ms = r ? r->remember_ms : 0;
 }
 
 const char *const *

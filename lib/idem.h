@@ -57,6 +57,7 @@ enum idem_problem {
 	IDEM_P_UNAVAILABLE,		/* service-unavailable */
 	IDEM_P_INTERNAL,		/* internal-error */
 	IDEM_P_KEY_ABANDONED,		/* idempotency-key-abandoned (idemctl) */
+	IDEM_P_KEY_EXPIRED,		/* idempotency-key-expired (remember) */
 	IDEM_P__MAX	/* an application's own types follow (idem_app_problem) */
 };
 
@@ -633,6 +634,13 @@ int		 idem_api_key_create(PGconn *db, const char *name,
  */
 int		 idem_evict(PGconn *db, long batch, long max_batches,
 		    long long lock_timeout_ms, long *evicted);
+/*
+ * Delete, the same way, the traces that routes with remember keep of
+ * evicted records once their window has passed.  Fills forgotten.  0, -1
+ * on error, 1 when another process is evicting.
+ */
+int		 idem_forget(PGconn *db, long batch, long max_batches,
+		    long *forgotten);
 /* Release in_progress records whose lock is older than lock_timeout. */
 int		 idem_reclaim(PGconn *db, long long lock_timeout_ms,
 		    long *reclaimed);

@@ -50,17 +50,19 @@
  * this request may write the record, and, on phased routes, inserts it in
  * progress or takes a lapsed lease over.  A function, so that its plan is
  * kept per connection; called unnamed.  $1 secret hash, $2 key, $3 method,
- * $4 path, $5 fingerprint, $6 ttl ms, $7 lock id, $8 lease ms, $9 phased,
- * $10 the canonical body (phased: kept for the completer).
+ * $4 path, $5 fingerprint, $6 ttl ms, $7 lock id (also the key's digest
+ * among remembered keys), $8 lease ms, $9 phased, $10 the canonical body
+ * (phased: kept for the completer), $11 the route's remember ms (NULL:
+ * off; sql/010).
  */
 static const char sql_lookup[] =
 	"SELECT * FROM idem_claim($1, $2, $3, $4, $5, $6::bigint, $7::bigint,"
-	" $8::bigint, $9::boolean, $10)";
+	" $8::bigint, $9::boolean, $10, $11::bigint)";
 
 enum {	/* columns of sql_lookup */
 	C_TENANT, C_SECRET, C_GOT, C_CLAIMED, C_INSERTED, C_ID, C_METHOD,
 	C_PATH, C_FPR, C_STATE, C_STATUS, C_HEADERS, C_BODY, C_LIVE, C_POINT,
-	C_STALE, C_TAKEN, C_TOKEN, C_EXPIRES
+	C_STALE, C_TAKEN, C_TOKEN, C_EXPIRES, C_REMEMBERED
 };
 
 /*
@@ -68,11 +70,11 @@ enum {	/* columns of sql_lookup */
  * (idem_complete(), which raises unless it wrote exactly that row, and
  * returns its expires_at in Unix seconds).
  * $1 tenant, $2 key, $3 method, $4 path, $5 fingerprint, $6 ttl ms,
- * $7 status, $8 headers (json), $9 body.
+ * $7 status, $8 headers (json), $9 body, $10 remember ms (NULL: off).
  */
 static const char sql_complete[] =
 	"SELECT idem_complete($1::bigint, $2, $3, $4, $5, $6::bigint,"
-	" $7::integer, $8::jsonb, $9)";
+	" $7::integer, $8::jsonb, $9, $10::bigint)";
 
 /* The last phase of a phased route, fenced: $1 id, $2 token, $3 status,
  * $4 headers, $5 body, $6 ttl ms (the replay window from now, at least).
@@ -326,9 +328,9 @@ store_and_commit(idem_req *req)
 {
 	struct idem_q		 rec;
 	struct idem_buf		 hj = { 0 };
-	char			 id[24], st[24], ttl[24];
-	const char		*vals[9];
-	int			 lens[9] = { 0 }, fmts[9] = { 0 };
+	char			 id[24], st[24], ttl[24], rem[24];
+	const char		*vals[10];
+	int			 lens[10] = { 0 }, fmts[10] = { 0 };
 	int			 rc, body;
 
 	if (req->txn.phased && deadline_passed(req))
@@ -368,7 +370,11 @@ store_and_commit(idem_req *req)
 	vals[body] = req->resp.p ? req->resp.p : "";
 	lens[body] = (int)req->resp.len;
 	fmts[body] = 1;
-	rec.n = req->txn.phased ? 6 : body + 1;
+	if (!req->txn.phased) {
+		idem_fmt_int(rem, req->txn.limits.remember_ms);
+		vals[body + 1] = req->txn.limits.remember_ms > 0 ? rem : NULL;
+	}
+	rec.n = req->txn.phased ? 6 : body + 2;
 	rec.vals = vals;
 	rec.lens = lens;
 	rec.fmts = fmts;
@@ -685,6 +691,7 @@ claim_row(const idem_req *req, const PGresult *r, struct idem_claim_row *row)
 	row->completed = row->has_record &&
 	    strcmp(PQgetvalue(r, 0, C_STATE), "completed") == 0 &&
 	    !PQgetisnull(r, 0, C_STATUS);
+	row->remembered = !PQgetisnull(r, 0, C_REMEMBERED);
 }
 
 /* The lease token, a uuid in binary (16 bytes), as text. */
@@ -716,6 +723,25 @@ expires_header(idem_req *req)
 	if (req->txn.key_expires > 0 &&
 	    idem_imf_fixdate(req->txn.key_expires, date, sizeof(date)) == 0)
 		idem_resp_header(req, "Idempotency-Key-Expires", date);
+}
+
+/*
+ * 410: this request ran under this key before and its record expired at
+ * Unix time t; the route remembers it (sql/010).  Not executed again,
+ * and its answer is gone: the client must look the operation up.
+ */
+static void
+expired(idem_req *req, long long t)
+{
+	char	date[IDEM_IMF_FIXDATE_LEN];
+
+	if (idem_imf_fixdate(t, date, sizeof(date)) != 0)
+		snprintf(date, sizeof(date), "%s", "an earlier time");
+	idem_resp_problem(req, IDEM_P_KEY_EXPIRED, "this request was already "
+	    "executed under this Idempotency-Key; its record expired at %s "
+	    "and its answer can no longer be replayed; it is not executed "
+	    "again: do not retry, look the operation up", date);
+	req->outcome = IDEM_OUT_EXPIRED;
 }
 
 static void
@@ -857,10 +883,10 @@ idem_idempotent_run(idem_req *req)
 {
 	struct idem_claim_row	 row;
 	struct idem_q		 q[3];
-	char			 lock[24], ttl[24], lease[24];
-	const char		*vals[10];
-	int			 lens[10] = { 32, 0, 0, 0, 32, 0, 0, 0, 0, 0 };
-	int			 fmts[10] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 1 };
+	char			 lock[24], ttl[24], lease[24], rem[24];
+	const char		*vals[11];
+	int			 lens[11] = { 32, 0, 0, 0, 32 };
+	int			 fmts[11] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 1 };
 	const PGresult		*r;
 	struct wait		 w = { 0 };
 	size_t			 nq;
@@ -891,11 +917,13 @@ again:
 	vals[8] = req->txn.phased ? "true" : "false";
 	vals[9] = req->txn.phased ? (req->canon.p ? req->canon.p : "") : NULL;
 	lens[9] = req->txn.phased ? (int)req->canon.len : 0;
+	idem_fmt_int(rem, req->txn.limits.remember_ms);
+	vals[10] = req->txn.limits.remember_ms > 0 ? rem : NULL;
 
 	memset(q, 0, sizeof(q));
 	q[0].sql = "BEGIN";
 	q[1].sql = sql_lookup;
-	q[1].n = 10;
+	q[1].n = 11;
 	q[1].vals = vals;
 	q[1].lens = lens;
 	q[1].fmts = fmts;
@@ -951,6 +979,10 @@ again:
 		replay(req, r);
 		req->txn.key_expires = get_i64(r, C_EXPIRES);
 		expires_header(req);
+		break;
+	case IDEM_V_EXPIRED:
+		req->tenant = get_i64(r, C_TENANT);
+		expired(req, get_i64(r, C_REMEMBERED));
 		break;
 	case IDEM_V_REUSED:
 		req->tenant = get_i64(r, C_TENANT);

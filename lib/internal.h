@@ -236,6 +236,8 @@ struct idem_claim_row {
 	int	has_record;	/* a record of the key was found */
 	int	same_request;	/* its method, path and fingerprint are ours */
 	int	completed;	/* it is completed, with a response */
+	int	remembered;	/* no live record, but this very request is
+				 * remembered after its record expired */
 };
 
 enum idem_verdict {
@@ -246,6 +248,7 @@ enum idem_verdict {
 	IDEM_V_REUSED,		/* 422: the key holds another request */
 	IDEM_V_IN_FLIGHT,	/* 409: a live owner has it */
 	IDEM_V_RACED,		/* 409: the record changed under the lock */
+	IDEM_V_EXPIRED,		/* 410: executed once, its record expired */
 };
 
 /* Pure: the verdict on a request to a route (phased or atomic). */
@@ -268,8 +271,10 @@ struct idem_cfg_route {
 	long long		 lock_timeout_ms;
 	long long		 deadline_ms;	/* the whole handler */
 	long long		 phase_deadline_ms;	/* each phase */
+	/* remember: how long a trace of an evicted record is kept */
+	long long		 remember_ms;
 	unsigned long		 line;		/* of the section header */
-	unsigned long		 key_line[4];	/* of ttl, lock_timeout, ... */
+	unsigned long		 key_line[5];	/* of ttl, lock_timeout, ... */
 	/* fingerprint_exclude: JSON Pointers left out of the fingerprint */
 	char			**exclude;
 	size_t			 nexclude;
@@ -285,12 +290,15 @@ struct idem_cfg_route {
  * lease under IDEM_LEASE_MIN_MS, a phase deadline over the handler's, or a
  * record that could expire before its request could have ended (ttl <
  * deadline + lease).  The heartbeat keeps a live request's lease.
+ * remember_ms (0: off): how long after its record expired a request is
+ * still recognised (sql/010).
  */
 struct idem_route_limits {
 	long long	ttl_ms;
 	long long	lock_timeout_ms;
 	long long	deadline_ms;
 	long long	phase_deadline_ms;
+	long long	remember_ms;
 };
 
 struct idem_cfg_kv {			/* an application key */

@@ -1,6 +1,7 @@
 /*
  * janitor.c - store upkeep on a thread of its own: expired keys are
- * evicted, stuck in-progress keys reclaimed, and abandoned phased keys
+ * evicted (and the traces of remembered ones forgotten once their window
+ * has passed), stuck in-progress keys reclaimed, and abandoned phased keys
  * completed, every [idempotency] evict_interval, by one process of the
  * whole fleet at a time (a transaction advisory lock per batch; the others
  * skip).  A run is bounded (RUN_BUDGET_MS of eviction, then the others) and
@@ -34,19 +35,40 @@ static int
 run_once(idem_app *app)
 {
 	PGconn		*db;
-	long		 evicted = 0, reclaimed = 0, completed, left;
-	int		 rc, crc;
+	long		 evicted = 0, remembered = 0, forgotten = 0;
+	long		 reclaimed = 0, completed, left;
+	long long	 until_us = idem_now_us() + RUN_BUDGET_MS * 1000LL;
+	int		 rc, frc, crc;
 
 	if ((db = idem_pool_acquire(app->pool, app->cfg.acquire_timeout_ms,
 	    NULL)) == NULL)
 		return -1;
-	rc = idem_evict_bounded(db, app->cfg.evict_batch, 0, idem_now_us() +
-	    RUN_BUDGET_MS * 1000LL, &app->stopping, &evicted);
+	rc = idem_evict_bounded(db, app->cfg.evict_batch, 0, until_us,
+	    &app->stopping, &evicted, &remembered);
 	if (rc != -1) {
 		idem_metrics_add(app, IDEM_M_EVICTED, evicted);
+		idem_metrics_add(app, IDEM_M_REMEMBERED, remembered);
 		if (evicted > 0 || rc == 2)
-			idem_log(IDEM_LOG_INFO, "janitor: evicted %ld keys%s",
-			    evicted, rc == 2 ? ", more left" : "");
+			idem_log(IDEM_LOG_INFO, "janitor: evicted %ld keys "
+			    "(%ld remembered)%s", evicted, remembered,
+			    rc == 2 ? ", more left" : "");
+	}
+	/* The traces whose remember window passed, in the same budget
+	 * (sql/010); first come the keys, which hold the most. */
+	if (rc == 0) {
+		frc = idem_forget_bounded(db, app->cfg.evict_batch, 0,
+		    until_us, &app->stopping, &forgotten);
+		if (frc == -1)
+			rc = -1;
+		else {
+			idem_metrics_add(app, IDEM_M_FORGOTTEN, forgotten);
+			if (forgotten > 0 || frc == 2)
+				idem_log(IDEM_LOG_INFO, "janitor: forgot %ld "
+				    "remembered keys%s", forgotten, frc == 2 ?
+				    ", more left" : "");
+			if (frc == 2)
+				rc = 2;
+		}
 	}
 	/* Only rows whose lease is older than lock_timeout, which is longer
 	 * than any request may run; safe from several processes at once. */

@@ -325,7 +325,8 @@ idem_log_db_result(idem_req *req, const PGresult *r)
 static const char *const outcome_names[IDEM_OUT__COUNT] = {
 	[IDEM_OUT_NONE] = NULL, [IDEM_OUT_CREATED] = "created",
 	[IDEM_OUT_REPLAYED] = "replayed", [IDEM_OUT_IN_FLIGHT] = "in_flight",
-	[IDEM_OUT_REUSED] = "reused", [IDEM_OUT_REJECTED] = "rejected",
+	[IDEM_OUT_REUSED] = "reused", [IDEM_OUT_EXPIRED] = "expired",
+	[IDEM_OUT_REJECTED] = "rejected",
 	[IDEM_OUT_ERROR] = "error",
 };
 

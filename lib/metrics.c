@@ -51,6 +51,8 @@ struct idem_metrics {
 	atomic_ullong	 evicted;
 	atomic_ullong	 reclaimed;
 	atomic_ullong	 completed;
+	atomic_ullong	 remembered;	/* traces written by eviction */
+	atomic_ullong	 forgotten;	/* traces evicted */
 	atomic_llong	 janitor_ok;	/* Unix time of the last good run */
 	atomic_ullong	 rejected[IDEM_FCGI_REJECT__COUNT];	/* by reason */
 	atomic_ullong	 waits[IDEM_WAIT__COUNT];	/* Prefer: wait */
@@ -163,6 +165,8 @@ idem_metrics_add(idem_app *app, int which, long n)
 		return;
 	atomic_fetch_add(which == IDEM_M_EVICTED ? &app->metrics->evicted :
 	    which == IDEM_M_RECLAIMED ? &app->metrics->reclaimed :
+	    which == IDEM_M_REMEMBERED ? &app->metrics->remembered :
+	    which == IDEM_M_FORGOTTEN ? &app->metrics->forgotten :
 	    &app->metrics->completed, (unsigned long long)n);
 }
 
@@ -265,6 +269,15 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	idem_buf_addf(b, "# HELP idem_keys_evicted_total Expired keys "
 	    "evicted by this process.\n# TYPE idem_keys_evicted_total counter\n"
 	    "idem_keys_evicted_total %llu\n", atomic_load(&m->evicted));
+	idem_buf_addf(b, "# HELP idem_keys_remembered_total Evicted keys of "
+	    "routes with remember whose trace this process kept.\n"
+	    "# TYPE idem_keys_remembered_total counter\n"
+	    "idem_keys_remembered_total %llu\n", atomic_load(&m->remembered));
+	idem_buf_addf(b, "# HELP idem_remembered_keys_evicted_total Traces "
+	    "of evicted keys forgotten by this process (their remember window "
+	    "passed).\n# TYPE idem_remembered_keys_evicted_total counter\n"
+	    "idem_remembered_keys_evicted_total %llu\n",
+	    atomic_load(&m->forgotten));
 	idem_buf_addf(b, "# HELP idem_stuck_keys_reclaimed_total Stuck "
 	    "in-progress keys reclaimed by this process.\n"
 	    "# TYPE idem_stuck_keys_reclaimed_total counter\n"

@@ -145,12 +145,17 @@ static int
 answers(const idem_app *app, const struct idem_route *rt,
     enum idem_problem p)
 {
-	unsigned	f = rt->flags;
+	struct idem_route_limits	l;
+	unsigned			f = rt->flags;
 
 	switch (p) {
 	case IDEM_P_KEY_MISSING: case IDEM_P_KEY_INVALID:
 	case IDEM_P_KEY_IN_FLIGHT: case IDEM_P_KEY_REUSED:
 		return (f & IDEM_ROUTE_IDEMPOTENT) != 0;
+	case IDEM_P_KEY_EXPIRED:
+		/* Only a route that remembers its keys past their expiry. */
+		idem_cfg_route_limits(&app->cfg, rt->method, rt->pattern, &l);
+		return (f & IDEM_ROUTE_IDEMPOTENT) != 0 && l.remember_ms > 0;
 	case IDEM_P_INVALID_JSON: case IDEM_P_MEDIA_TYPE:
 		return (f & IDEM_ROUTE_JSON) != 0;
 	case IDEM_P_VALIDATION:
@@ -682,6 +687,12 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 				idem_json_str(j, exclude[i]);
 			idem_json_array_end(j);
 		}
+		if (l.remember_ms > 0) {
+			/* A retry this long after expiry is still
+			 * recognised: 410 idempotency-key-expired. */
+			idem_json_key(j, "remember_seconds");
+			seconds(j, l.remember_ms);
+		}
 		idem_json_object_end(j);
 	}
 	idem_json_object_end(j);
@@ -782,7 +793,10 @@ static const char api_doc[] =
 	"key executes, once.  A 5xx stores nothing: retry with the same key.  "
 	"409 idempotency-key-in-flight: retry with the same key after "
 	"Retry-After.  422 idempotency-key-reused: the key holds another "
-	"request; use a new key for a new one.  Integer members accept only "
+	"request; use a new key for a new one.  410 idempotency-key-expired "
+	"(routes whose x-idempotency has remember_seconds): the same request "
+	"was executed under the key before its record expired; do not retry: "
+	"the operation happened; look it up.  Integer members accept only "
 	"integer literals (no fraction, no exponent) within +-(2^53-1).";
 
 idem_json *

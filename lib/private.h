@@ -193,7 +193,8 @@ void	idem_metrics_rejected(idem_app *app, enum idem_fcgi_rc why);
 /* [metrics] listen: serve /metrics there from a thread (0, or -1). */
 int	idem_metrics_listen(idem_app *app);
 void	idem_metrics_listen_stop(idem_app *app);
-enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED, IDEM_M_COMPLETED };
+enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED, IDEM_M_COMPLETED, IDEM_M_REMEMBERED,
+    IDEM_M_FORGOTTEN };
 int	idem_metrics_handler(idem_req *req, void *arg);
 
 /* Outcome of a request, for logs and metrics. */
@@ -203,6 +204,7 @@ enum idem_outcome {
 	IDEM_OUT_REPLAYED,
 	IDEM_OUT_IN_FLIGHT,
 	IDEM_OUT_REUSED,
+	IDEM_OUT_EXPIRED,	/* 410: remembered after its record expired */
 	IDEM_OUT_REJECTED,	/* 4xx before the handler */
 	IDEM_OUT_ERROR,		/* 5xx */
 	IDEM_OUT__COUNT
@@ -364,13 +366,18 @@ void	idem_req_conn_release(idem_req *req);
 int	idem_resp_write(idem_req *req, struct idem_buf *out);
 
 /*
- * ops.c: idem_evict() with a time budget (idem_now_us() clock; 0: none) and
- * a stop flag, both checked between batches: 0 when nothing is left, 2 when
- * stopped with more left (or max_batches reached), 1 when another process
- * is evicting, -1 on a database error.
+ * store.c: idem_evict() with a time budget (idem_now_us() clock; 0: none)
+ * and a stop flag, both checked between batches: 0 when nothing is left, 2
+ * when stopped with more left (or max_batches reached), 1 when another
+ * process is evicting, -1 on a database error.  *remembered: the traces
+ * written for routes with remember (sql/010).
  */
 int	idem_evict_bounded(PGconn *db, long batch, long max_batches,
-	    long long until_us, atomic_int *stop, long *evicted);
+	    long long until_us, atomic_int *stop, long *evicted,
+	    long *remembered);
+/* idem_forget() the same way: remembered traces whose window passed. */
+int	idem_forget_bounded(PGconn *db, long batch, long max_batches,
+	    long long until_us, atomic_int *stop, long *forgotten);
 
 /* The fleet-wide eviction lock (any constant). */
 #define IDEM_EVICT_LOCK	"7236491087"

@@ -64,6 +64,16 @@ static const struct idem_problem_type problems[IDEM_P__MAX] = {
 	    "The request was interrupted and an operator abandoned it: "
 	    "effects of its completed phases may stand. Do not retry it with "
 	    "this key; ask the operator." },
+	/*
+	 * [route] remember: the same request under a key whose record
+	 * expired.  410, not 409 (retry) nor 422 (use a new key): the
+	 * operation happened and its answer is gone for good.
+	 */
+	[IDEM_P_KEY_EXPIRED] = { "idempotency-key-expired",
+	    "Idempotency key expired", 410,
+	    "This request was executed under this key before its record "
+	    "expired; it is not executed again and its answer cannot be "
+	    "replayed. Do not retry: the operation happened; look it up." },
 };
 
 /*

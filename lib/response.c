@@ -97,6 +97,7 @@ reason(int status)
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
 	case 409: return "Conflict";
+	case 410: return "Gone";
 	case 413: return "Content Too Large";
 	case 415: return "Unsupported Media Type";
 	case 422: return "Unprocessable Content";

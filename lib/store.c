@@ -211,9 +211,13 @@ idem_api_key_create(PGconn *db, const char *name, char *secret,
 	return rc;
 }
 
-/* One batch under the fleet-wide eviction lock: rows, or -1, or -2 busy. */
+/*
+ * One batch under the fleet-wide eviction lock: rows, or -1, or -2 busy.
+ * sql is a statement of one parameter (the limit) whose first column is
+ * the rows deleted; its second, if any, into *second.
+ */
 static long
-evict_batch(PGconn *db, const char *lim)
+evict_batch(PGconn *db, const char *sql, const char *lim, long *second)
 {
 	const char	*vals[1] = { lim };
 	PGresult	*r;
@@ -232,20 +236,13 @@ evict_batch(PGconn *db, const char *lim)
 		goto out;
 	}
 	PQclear(r);
-	/*
-	 * Only what idem_free() (sql/005) lets a new request replace: never
-	 * an in-progress record whose lease is live, nor one past a recovery
-	 * point, whose effects may exist (it is left for the completer, and
-	 * reported).
-	 */
-	r = PQexecParams(db, "DELETE FROM idempotency_keys WHERE id IN"
-	    " (SELECT id FROM idempotency_keys k"
-	    "  WHERE expires_at <= now() AND idem_free(k)"
-	    "  ORDER BY expires_at LIMIT $1::bigint"
-	    "  FOR UPDATE SKIP LOCKED)", 1, NULL, vals, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+	r = PQexecParams(db, sql, 1, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
 		goto out;
-	n = strtol(PQcmdTuples(r), NULL, 10);
+	n = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+	if (second != NULL)
+		*second = PQnfields(r) > 1 ? strtol(PQgetvalue(r, 0, 1), NULL,
+		    10) : 0;
 	PQclear(r);
 	r = PQexec(db, "COMMIT");
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
@@ -259,41 +256,85 @@ out:
 	return n;
 }
 
-int
-idem_evict_bounded(PGconn *db, long batch, long max_batches,
-    long long until_us, atomic_int *stop, long *evicted)
+/*
+ * Batches of sql until one is short, max_batches (0: no bound) are done,
+ * until_us (0: none) has passed or *stop is set: 0, 2 (stopped with more
+ * left), 1 (another process evicts), -1.  *n the rows, *second the sum of
+ * the second column.
+ */
+static int
+evict_loop(PGconn *db, const char *sql, long batch, long max_batches,
+    long long until_us, atomic_int *stop, long *n, long *second)
 {
 	char	lim[24];
-	long	n, i;
+	long	k, s = 0, i;
 
-	*evicted = 0;
+	*n = 0;
+	if (second != NULL)
+		*second = 0;
 	if (batch <= 0)
 		batch = 10000;
-	snprintf(lim, sizeof(lim), "%ld", batch);
+	idem_fmt_int(lim, batch);
 	for (i = 0; max_batches <= 0 || i < max_batches; i++) {
 		/* Between batches: each batch is one short transaction. */
 		if (i > 0 && ((stop != NULL && atomic_load(stop)) ||
 		    (until_us > 0 && idem_now_us() >= until_us)))
 			return 2;
-		if ((n = evict_batch(db, lim)) == -1)
+		if ((k = evict_batch(db, sql, lim, &s)) == -1)
 			return -1;
-		if (n == -2)
+		if (k == -2)
 			return i == 0 ? 1 : 0;	/* another process evicts */
-		*evicted += n;
-		if (n < batch)
+		*n += k;
+		if (second != NULL)
+			*second += s;
+		if (k < batch)
 			return 0;
 	}
 	return 2;
 }
 
 int
+idem_evict_bounded(PGconn *db, long batch, long max_batches,
+    long long until_us, atomic_int *stop, long *evicted, long *remembered)
+{
+	/*
+	 * Only what idem_free() (sql/005) lets a new request replace: never
+	 * an in-progress record whose lease is live, nor one past a recovery
+	 * point, whose effects may exist (it is left for the completer, and
+	 * reported).  A completed record of a route with remember leaves its
+	 * trace in the same statement (sql/010).
+	 */
+	return evict_loop(db, "SELECT * FROM idem_evict_batch($1::bigint)",
+	    batch, max_batches, until_us, stop, evicted, remembered);
+}
+
+int
+idem_forget_bounded(PGconn *db, long batch, long max_batches,
+    long long until_us, atomic_int *stop, long *forgotten)
+{
+	return evict_loop(db, "SELECT idem_forget_batch($1::bigint)", batch,
+	    max_batches, until_us, stop, forgotten, NULL);
+}
+
+int
 idem_evict(PGconn *db, long batch, long max_batches,
     long long lock_timeout_ms, long *evicted)
 {
+	long	remembered;
 	int	rc;
 
 	(void)lock_timeout_ms;	/* leases carry their own end */
-	rc = idem_evict_bounded(db, batch, max_batches, 0, NULL, evicted);
+	rc = idem_evict_bounded(db, batch, max_batches, 0, NULL, evicted,
+	    &remembered);
+	return rc == 2 ? 0 : rc;
+}
+
+int
+idem_forget(PGconn *db, long batch, long max_batches, long *forgotten)
+{
+	int	rc;
+
+	rc = idem_forget_bounded(db, batch, max_batches, 0, NULL, forgotten);
 	return rc == 2 ? 0 : rc;
 }
 

@@ -10,6 +10,14 @@ idem_claim_verdict(const struct idem_claim_row *row, int phased)
 {
 	if (!row->tenant_ok)
 		return IDEM_V_UNAUTHORIZED;
+	/*
+	 * The route remembers keys past their expiry and this request was
+	 * executed under this key before: it is not executed again, and its
+	 * answer is gone.  idem_claim() says so only when nothing live holds
+	 * the key (and then tries no lock), so it goes before the rest.
+	 */
+	if (row->remembered)
+		return IDEM_V_EXPIRED;
 	/* Another request holds the key's lock: it is deciding or running. */
 	if (row->lock_tried && !row->lock_got)
 		return IDEM_V_IN_FLIGHT;

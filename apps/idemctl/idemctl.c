@@ -156,7 +156,7 @@ static int
 cmd_evict(PGconn *db, const struct idem_db_settings *cfg, int argc,
     char **argv)
 {
-	long	batch = cfg->evict_batch, max = 0, n;
+	long	batch = cfg->evict_batch, max = 0, n, forgotten;
 	int	i, rc;
 	double	t0;
 
@@ -181,6 +181,16 @@ cmd_evict(PGconn *db, const struct idem_db_settings *cfg, int argc,
 		return 0;
 	}
 	printf("evicted %ld keys in %.3f s\n", n, now_s() - t0);
+	/* Then the traces of remembered keys whose window passed (a line
+	 * only when there were any: most stores remember nothing). */
+	t0 = now_s();
+	if ((rc = idem_forget(db, batch, max, &forgotten)) == -1) {
+		fprintf(stderr, "idemctl: evict: %s", PQerrorMessage(db));
+		return 1;
+	}
+	if (rc == 0 && forgotten > 0)
+		printf("forgot %ld remembered keys in %.3f s\n", forgotten,
+		    now_s() - t0);
 	return 0;
 }
 

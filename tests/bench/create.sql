@@ -8,7 +8,7 @@
 -- trip), like the app's pipelined flights.  The statements are the app's
 -- text with each $N replaced by a literal (pgbench -M simple).
 -- tests/bench/run warns when the source no longer has these statements:
--- mirrors: sql_lookup=5b4e2c7929b8 sql_complete=207e25f8b092 payments_insert=80dbe98ed42f
+-- mirrors: sql_lookup=b2a5e3c4dbca sql_complete=2c1f682dc611 payments_insert=80dbe98ed42f
 --
 -- Variables (pgbench -D): n (0, a per-client counter), run (a tag of the
 -- run, so that runs never reuse keys), tenant (api_keys.id), hash (hex of
@@ -21,7 +21,8 @@ BEGIN \;
 SELECT * FROM idem_claim('\x:hash'::bytea, 'p-:run-:client_id-:n', 'POST',
     '/v1/payments',
     '\x5d41402abc4b2a76b9719d911017c5925d41402abc4b2a76b9719d911017c592'::bytea,
-    604800000::bigint, :lock::bigint, 300000::bigint, false::boolean, NULL);
+    604800000::bigint, :lock::bigint, 300000::bigint, false::boolean, NULL,
+    NULL::bigint);
 INSERT INTO payments (id, api_key_id, amount, currency, status,
     description, customer, metadata, created_at, idem_key_id)
   VALUES ('pay_:p1:p2', :tenant, 1234, 'eur', 'succeeded', 'benchmark',
@@ -31,5 +32,5 @@ SELECT idem_complete(:tenant::bigint, 'p-:run-:client_id-:n', 'POST',
     '\x5d41402abc4b2a76b9719d911017c5925d41402abc4b2a76b9719d911017c592'::bytea,
     604800000::bigint, 201::integer,
     '{"Content-Type":"application/json","Location":"/v1/payments/pay_:p1:p2"}'::jsonb,
-    '{"id":"pay_:p1:p2","object":"payment","amount":1234,"currency":"eur","status":"succeeded","amount_refunded":0,"description":"benchmark","customer":null,"metadata":{},"created":1700000000}'::bytea) \;
+    '{"id":"pay_:p1:p2","object":"payment","amount":1234,"currency":"eur","status":"succeeded","amount_refunded":0,"description":"benchmark","customer":null,"metadata":{},"created":1700000000}'::bytea, NULL::bigint) \;
 COMMIT;

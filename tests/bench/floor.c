@@ -36,9 +36,10 @@
 #include "floor_sql.h"
 
 /* The app's limits for POST /v1/payments (tests/lib/idem.sh's config:
- * ttl 7d on the route, lock_timeout 5m). */
+ * ttl 7d on the route, lease 5m, remember 30d). */
 #define TTL_MS		"604800000"
 #define LEASE_MS	"300000"
+#define REMEMBER_MS	"2592000000"
 
 enum { C_TENANT, C_SECRET, C_GOT, C_CLAIMED, C_INSERTED, C_ID, C_METHOD,
 	C_PATH, C_FPR, C_STATE, C_STATUS, C_HEADERS, C_BODY };
@@ -196,9 +197,9 @@ handle(FCGX_Request *rq)
 	char		 amount[24], created[24], hj[160], loc[80];
 	unsigned char	 secret[32], fpr[32], lk[32], r16[12];
 	const unsigned char *out;
-	const char	*vals[10];
-	int		 lens[10] = { 32, 0, 0, 0, 32, 0, 0, 0, 0, 0 };
-	int		 fmts[10] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 1 };
+	const char	*vals[11];
+	int		 lens[11] = { 32, 0, 0, 0, 32, 0, 0, 0, 0, 0, 0 };
+	int		 fmts[11] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0 };
 	PGresult	*res[5] = { NULL };
 	yajl_val	 doc = NULL, amt;
 	yajl_gen	 g = NULL;
@@ -250,9 +251,10 @@ handle(FCGX_Request *rq)
 	vals[7] = LEASE_MS;
 	vals[8] = "false";
 	vals[9] = NULL;
+	vals[10] = REMEMBER_MS;
 	/* Flight 1: BEGIN and the claim. */
 	if (!PQsendQueryParams(db, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) ||
-	    !PQsendQueryPrepared(db, "lookup", 10, vals, lens, fmts, 1) ||
+	    !PQsendQueryPrepared(db, "lookup", 11, vals, lens, fmts, 1) ||
 	    !PQpipelineSync(db) || drain(res, 2) == -1)
 		goto fail;
 	if (PQntuples(res[1]) != 1 || PQgetisnull(res[1], 0, C_TENANT) ||
@@ -310,13 +312,14 @@ handle(FCGX_Request *rq)
 	{
 		const char *iv[10] = { id, tenant, amount, cur, "succeeded",
 		    desc, cust, NULL, created, NULL };
-		const char *cv[9] = { tenant, key, method, path,
-		    (const char *)fpr, TTL_MS, "201", hj, (const char *)out };
-		int cl9[9] = { 0, 0, 0, 0, 32, 0, 0, 0, (int)outlen };
-		int cf9[9] = { 0, 0, 0, 0, 1, 0, 0, 0, 1 };
+		const char *cv[10] = { tenant, key, method, path,
+		    (const char *)fpr, TTL_MS, "201", hj, (const char *)out,
+		    REMEMBER_MS };
+		int cl9[10] = { 0, 0, 0, 0, 32, 0, 0, 0, (int)outlen, 0 };
+		int cf9[10] = { 0, 0, 0, 0, 1, 0, 0, 0, 1, 0 };
 
 		if (!PQsendQueryPrepared(db, "insert", 10, iv, NULL, NULL, 0) ||
-		    !PQsendQueryPrepared(db, "complete", 9, cv, cl9, cf9, 1) ||
+		    !PQsendQueryPrepared(db, "complete", 10, cv, cl9, cf9, 1) ||
 		    !PQsendQueryParams(db, "COMMIT", 0, NULL, NULL, NULL, NULL,
 		    0) || !PQpipelineSync(db) || drain(NULL, 0) == -1)
 			goto fail;

@@ -87,6 +87,21 @@ def _exclude(path, method, pattern):
     return None
 
 
+def _remember(path, method, pattern):
+    """A route's remember window in seconds, or None when it has none."""
+    sect, want = None, 'route "%s %s"' % (method.upper(), pattern)
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].split(";", 1)[0].strip()
+            if line.startswith("["):
+                sect = line.strip("[]")
+            elif sect == want and "=" in line:
+                k, v = (s.strip() for s in line.split("=", 1))
+                if k == "remember":
+                    return _seconds(v)
+    return None
+
+
 def _ops(doc):
     for path, item in doc["paths"].items():
         for method, op in item.items():
@@ -160,6 +175,10 @@ def _(t):
                            re.sub(r"\{([^}]+)\}", r":\1", path))
         if exclude is not None:
             want["fingerprint_exclude"] = exclude
+        remember = _remember(t.env.config, method,
+                             re.sub(r"\{([^}]+)\}", r":\1", path))
+        if remember is not None:
+            want["remember_seconds"] = remember
         t.expect_eq(x, want, "x-idempotency of %s %s" % (method, path))
     # The sample sets a week for payments: the document must say so.
     t.expect_eq(doc["paths"][PAY]["post"]["x-idempotency"]

@@ -29,6 +29,8 @@ lease = 5m
 ttl = 7d
 # a member a client may change between retries (tests/integration/s_exclude.py)
 fingerprint_exclude = /metadata/trace_id
+# a retry after expiry is recognised (tests/integration/s_remember.py)
+remember = 30d
 EOF
 }
 

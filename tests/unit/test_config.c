@@ -557,6 +557,45 @@ test_exclude(void)
 	    "duplicate key fingerprint_exclude (first on line 2)");
 }
 
+/* [route] remember: how long a late retry is still recognised. */
+static void
+test_remember(void)
+{
+	struct idem_route_limits	l;
+
+	GOOD("[route \"POST /a\"]\nttl = 7d\nremember = 30d\n"
+	    "[route \"POST /b\"]\nttl = 2d\n");
+	idem_cfg_route_limits(&cfg, "POST", "/a", &l);
+	TAP_OK(l.remember_ms == 30 * 86400000LL && l.ttl_ms == 7 * 86400000LL,
+	    "remember 30d beside ttl 7d");
+	idem_cfg_route_limits(&cfg, "POST", "/b", &l);
+	TAP_OK(l.remember_ms == 0, "  a route without it remembers nothing");
+	idem_cfg_route_limits(&cfg, "POST", "/c", &l);
+	TAP_OK(l.remember_ms == 0, "  nor a route without a section");
+	GOOD("[route \"POST /a\"]\nremember = 1m\n");
+	idem_cfg_route_limits(&cfg, "POST", "/a", &l);
+	TAP_OK(l.remember_ms == 60000, "remember 1m, the shortest");
+	GOOD("[route \"POST /a\"]\nremember = 3650d\n");
+	idem_cfg_route_limits(&cfg, "POST", "/a", &l);
+	TAP_OK(l.remember_ms == 3650 * 86400000LL, "remember 3650d, the "
+	    "longest duration");
+	BAD("[route \"POST /a\"]\nremember = 59s\n", 2,
+	    "remember (59000ms) must be at least 1m (leave it out");
+	BAD("[route \"POST /a\"]\nttl = 2d\n\nremember = 0\n", 4,
+	    "remember must be a duration");
+	BAD("[route \"POST /a\"]\nremember = 1000ms\n", 2,
+	    "remember (1000ms) must be at least 1m");
+	BAD("[route \"POST /a\"]\nremember = forever\n", 2,
+	    "remember must be a duration");
+	BAD("[route \"POST /a\"]\nremember = -1d\n", 2,
+	    "remember must be a duration");
+	BAD("[route \"POST /a\"]\nremember = 3651d\n", 2,
+	    "remember must be a duration");
+	BAD("[route \"POST /a\"]\nremember = 30d\nremember = 60d\n", 3,
+	    "duplicate key remember (first on line 2)");
+	BAD("[idempotency]\nremember = 30d\n", 2, "unknown key");
+}
+
 static void
 test_routes(void)
 {
@@ -586,7 +625,7 @@ test_routes(void)
 	BAD("[route \"POST /a\"]\nttl = 1h\nttl = 2h\n", 3,
 	    "duplicate key ttl (first on line 2)");
 	BAD("[route \"POST /a\"]\nthreads = 4\n", 2,
-	    "(ttl, lease, deadline, phase_deadline or "
+	    "(ttl, lease, deadline, phase_deadline, remember or "
 	    "fingerprint_exclude)");
 	route_limits();
 	BAD("[route \"POST /a\"]\nttl = 0\n", 2, "ttl must be a duration");
@@ -1044,6 +1083,7 @@ main(void)
 	test_full();
 	test_comments_crlf();
 	test_errors();
+	test_remember();
 	test_routes();
 	test_app();
 	test_app_typed();
