@@ -480,6 +480,58 @@ PGresult	*idem_req_exec(idem_req *req, const char *sql, idem_args *a);
 int		 idem_req_defer_args(idem_req *req, const char *sql,
 		    idem_args *a);
 
+/* --- the outbox: events after commit, as webhooks (outbox.c) -------------- */
+
+/* "evt_" and 40 hex digits, NUL-terminated, fit. */
+#define IDEM_EVENT_ID_MAX	48
+/*
+ * Enqueue an event in the request's current transaction (the key's on an
+ * atomic route, the current phase's on a phased route): it exists iff that
+ * transaction commits, and a replay (which runs no handler) enqueues
+ * nothing.  The library builds the body {"id": <event id>, "type": type,
+ * "created": <unix seconds>, "data": data} (data: a JSON text of len
+ * bytes, validated) and makes one delivery to each live webhook endpoint
+ * of the request's tenant subscribed to type (1 to 128 letters, digits,
+ * '.', '_', '-'); the dispatcher sends them after the commit.  The event
+ * id is "evt_" + idem_req_derived_key(req, "event:" type ":" n) where n
+ * counts the events of this type in this request (in this phase, whose
+ * recovery point is appended, on a phased route): the same operation
+ * gives the same id, also re-executed after a takeover.  id (may be NULL)
+ * receives it (IDEM_EVENT_ID_MAX bytes).  Idempotent routes only.  0, or
+ * -1 (logged; the handler returns -1 and the transaction rolls back).
+ */
+int		 idem_req_enqueue(idem_req *req, const char *type,
+		    const char *data, size_t len, char *id, size_t idlen);
+/*
+ * A webhook endpoint of the request's tenant, in the request's
+ * transaction: url (see idem_webhook_url_check()), the event types it
+ * receives (1 to 64).  *id and secret ("whsec_..." of at most
+ * IDEM_WEBHOOK_SECRET_MAX bytes, for the receiver's signature check) are
+ * set.  0, or -1 (a bad URL or type, the database: logged).
+ */
+int		 idem_req_endpoint_create(idem_req *req, const char *url,
+		    const char *const *types, size_t ntypes, int64_t *id,
+		    char *secret, size_t secretlen);
+enum idem_endpoint_rc {
+	IDEM_ENDPOINT_DELETED,		/* deleted; its pending deliveries die */
+	IDEM_ENDPOINT_NOT_FOUND,	/* no live endpoint of this tenant
+					 * with that id */
+	IDEM_ENDPOINT_ERROR		/* the database (logged) */
+};
+enum idem_endpoint_rc idem_req_endpoint_delete(idem_req *req, int64_t id);
+/* Append a JSON array of the tenant's live endpoints, newest first:
+ * [{"id", "url", "events": [types], "created": <unix seconds>}] (no
+ * secret).  0, or -1. */
+int		 idem_req_endpoint_list(idem_req *req, idem_json *j);
+/*
+ * The rule of an endpoint's URL, as a body member's check (struct
+ * idem_member): a string of at most 2048 bytes, http:// or https://, a
+ * host (an optional port 1 to 65535), no user:password@, no #fragment, no
+ * space or control byte.  0, or -1 with why.  Private and loopback
+ * destinations are refused at delivery ([webhooks] allow_private).
+ */
+int		 idem_webhook_url_check(yajl_val v, char *why, size_t whylen);
+
 /* --- phases as a table (phases.c) ---------------------------------------- */
 
 /*

@@ -259,6 +259,9 @@ struct idem_req {
 	char			*hvalue[IDEM_MAX_HEADERS];
 	int			 replayed;
 	enum idem_outcome	 outcome;
+
+	/* outbox.c: the events enqueued, "point\0type\0" each */
+	struct idem_buf		 events;
 };
 
 /* request.c: is addr in the comma/blank-separated address list? */
