@@ -587,6 +587,9 @@ enum idem_http_rc {
 				 * HTTP (it may have been acted upon) */
 	IDEM_HTTP_FAIL,		/* the call was wrong (URL, arguments) or out
 				 * of memory: nothing sent */
+	IDEM_HTTP_REFUSED,	/* the destination's address is not a public
+				 * one (idem_http_allow_private() off):
+				 * nothing connected, nothing sent */
 };
 
 /* A request for method (GET, POST...) and an http:// or https:// URL
@@ -617,9 +620,21 @@ void		 idem_http_max_body(idem_http *h, size_t bytes);
  * instead of the system's. */
 int		 idem_http_ca_file(idem_http *h, const char *path);
 /*
+ * on (the default): any destination.  Off: every address the URL's host
+ * resolves to is checked when a connection is opened, and loopback,
+ * private, link-local, shared (CGNAT), unspecified, multicast, reserved
+ * and documentation addresses are refused (IPv4 and IPv6, IPv4-mapped and
+ * NAT64 ones by their IPv4 address): nothing is connected to them, and a
+ * kept-alive connection to one is not reused; no proxy is used then.  For
+ * calls to addresses that other people choose (webhooks).
+ */
+void		 idem_http_allow_private(idem_http *h, int on);
+/*
  * Send h and read the answer.  With req (not NULL) on an idempotent
  * route the call ends within idem_req_time_left_ms(req): with no time
- * left it is not made (IDEM_HTTP_TIMEOUT).  *resp is set on IDEM_HTTP_OK
+ * left it is not made (IDEM_HTTP_TIMEOUT); with req NULL (a call outside
+ * any request) within h's own timeout.  A redirect is an answer like any
+ * other (IDEM_HTTP_STATUS): it is never followed.  *resp is set on IDEM_HTTP_OK
  * and IDEM_HTTP_STATUS (free it with idem_http_resp_free()), else NULL.
  * err (may be NULL) gets a line saying what failed.  h can be sent again.
  */
