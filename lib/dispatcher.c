@@ -258,7 +258,7 @@ batch(idem_app *app, long limit, struct idem_deliver_counts *counts)
 	idem_fmt_int(lim, limit);
 	/* Not due again while this one works through the batch: each call
 	 * takes timeout at most. */
-	idem_fmt_int(hold, limit * (c->wh_timeout_ms + 1000) + 30000);
+	idem_fmt_int(hold, limit * (c->wh_timeout_ms + 1000) + 5000);
 	if ((t = exec(app, sql_take, 3, vals)) == NULL)
 		return -1;
 	n = PQntuples(t);
