@@ -49,8 +49,7 @@ class Receiver:
         self.lock = threading.Lock()
         self.got = []
         self.plans = {}
-        self.held = set()
-        self.gate = threading.Event()
+        self.held = {}      # path -> the Event that releases it
         rcv = self
 
         class H(http.server.BaseHTTPRequestHandler):
@@ -63,9 +62,9 @@ class Receiver:
                         body, time.time()))
                     count = sum(1 for g in rcv.got if g[0] == self.path)
                     plan = rcv.plans.get(self.path)
-                    held = self.path in rcv.held
-                if held:
-                    rcv.gate.wait(60)
+                    gate = rcv.held.get(self.path)
+                if gate is not None:
+                    gate.wait(60)
                 st = plan(count) if plan else 200
                 try:
                     self.send_response(st)
@@ -93,8 +92,19 @@ class Receiver:
     def ids(self, path):
         return [g[1].get("webhook-id") for g in self.on(path)]
 
+    def hold(self, path):
+        with self.lock:
+            self.held[path] = threading.Event()
+
+    def release(self, path):
+        with self.lock:
+            gate = self.held.pop(path, None)
+        if gate is not None:
+            gate.set()
+
     def stop(self):
-        self.gate.set()
+        for path in list(self.held):
+            self.release(path)
         self.srv.shutdown()
 
 
@@ -267,15 +277,14 @@ def main():
                                              text))
 
         # --- kill -9 with a delivery in flight -> delivered after restart --
-        rcv.held.add("/held")
+        rcv.hold("/held")
         endpoint(d, tenant, rcv.url("/held"), ["t.held"])
         kd = enqueue(d, tenant, "t.held")
         ok(wait_for(lambda: len(rcv.on("/held")) == 1, 15),
            "a delivery is in flight (the receiver holds it)")
         app.proc.send_signal(signal.SIGKILL)
         app.proc.wait(timeout=10)
-        rcv.held.discard("/held")
-        rcv.gate.set()
+        rcv.release("/held")
         ok(state(d, kd).startswith("pending 1"), "after kill -9 it is "
            "pending, its attempt counted", state(d, kd))
         os.unlink(os.path.join(tmp, "app.sock"))
@@ -287,12 +296,26 @@ def main():
         ok(rcv.ids("/held") == [kd, kd], "the same webhook-id both times "
            "(the receiver deduplicates on it)", rcv.ids("/held"))
 
-        # --- SIGTERM: the dispatcher stops with the drain ------------------
+        # --- SIGTERM during a call: abandoned, given back, exit 0 in time --
+        rcv.hold("/slow")
+        endpoint(d, tenant, rcv.url("/slow"), ["t.slow"])
+        sl = enqueue(d, tenant, "t.slow")
+        ok(wait_for(lambda: len(rcv.on("/slow")) == 1, 15),
+           "a delivery is in flight to a receiver that does not answer")
         t1 = time.time()
         rc = app.stop()
-        ok(rc == 0 and time.time() - t1 < 5, "SIGTERM: exit 0 within the "
-           "drain (%.2f s)" % (time.time() - t1), rc)
+        took = time.time() - t1
+        rcv.release("/slow")
+        ok(rc == 0 and took < 5, "SIGTERM: the call is abandoned, exit 0 "
+           "within the drain (%.2f s)" % took, rc)
+        ok(state(d, sl) == "pending 0 -", "the delivery is given back: due, "
+           "its attempt not counted", state(d, sl))
         app = None
+        r = subprocess.run([fcgi, "-c", conf, "deliver"], capture_output=True,
+                           text=True, timeout=30)
+        ok(state(d, sl) == "delivered 1 200" and rcv.ids("/slow") == [sl, sl],
+           "delivered by the next run, the same webhook-id",
+           (state(d, sl), r.stdout))
 
         # --- two deliver processes at once: each event once ----------------
         rcv.plans["/many"] = lambda n: (time.sleep(0.002), 200)[1]
