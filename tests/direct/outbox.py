@@ -345,6 +345,34 @@ def main():
                  "idem_webhook_endpoints WHERE url LIKE '%/many')") == "300",
            "each recorded delivered at its first attempt")
 
+        # --- ordered: an endpoint's failing delivery holds the later back --
+        for path, flag in (("/ord", "on"), ("/unord", "off")):
+            rcv.plans[path] = lambda n: 500 if n == 1 else 200
+            endpoint(d, tenant, rcv.url(path), ["t" + path.replace("/", ".")])
+            oc = os.path.join(tmp, "ord.ini")
+            write(oc, conf_text(a.pghost, a.pgport, name, webhooks +
+                                "ordered = %s\n" % flag))
+            evs = [enqueue(d, tenant, "t" + path.replace("/", "."))
+                   for _ in range(3)]
+            r = subprocess.run([fcgi, "-c", oc, "deliver"],
+                               capture_output=True, text=True, timeout=30)
+            first = r.stdout.strip()
+            wait_for(lambda: subprocess.run(
+                [fcgi, "-c", oc, "deliver"], capture_output=True,
+                timeout=30) and all(state(d, e).startswith("delivered")
+                                    for e in evs), 15, step=0.1)
+            got = rcv.ids(path)
+            if flag == "on":
+                ok(first.startswith("delivered 0, failed 1") and
+                   got == [evs[0], evs[0], evs[1], evs[2]],
+                   "ordered = on: the first delivery's 500 holds the next "
+                   "two back; then all three in order", (first, got))
+            else:
+                ok(first.startswith("delivered 2, failed 1") and
+                   got[:3] == evs and got[3] == evs[0],
+                   "ordered = off: the later two go past the failing one",
+                   (first, got))
+
         # --- private destinations refused by default -----------------------
         priv = os.path.join(tmp, "private.ini")
         write(priv, conf_text(a.pghost, a.pgport, name,
