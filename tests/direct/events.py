@@ -4,17 +4,22 @@ sql/011 in a database of its own: events made by the library's own SQL
 (idem_outbox_enqueue), attempts recorded as a dispatcher records them
 (idem_outbox_take, _failed, _delivered), then each command's output and
 what it changed in the tables; bad arguments refused with nothing changed.
+Then the whole round with the real dispatcher (`payments.fcgi deliver`)
+and a receiver on loopback: a delivery dead after a 500, retried with
+idemctl, delivered by the next run under the same webhook-id.
 Prints TAP.  Usage:
   events.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
 import argparse
+import http.server
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
@@ -38,6 +43,80 @@ class Cli:
 
 def fields(line):
     return dict(re.findall(r"(\w+)=(\S*)", line))
+
+
+class Receiver:
+    """An HTTP server on loopback: answers POSTs with the statuses of
+    plan in turn (then 200), records (webhook-id, status) of each."""
+
+    def __init__(self, plan):
+        self.got = []
+        self.plan = list(plan)
+        rcv = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                st = rcv.plan.pop(0) if rcv.plan else 200
+                rcv.got.append((self.headers.get("webhook-id"), st))
+                self.send_response(st)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def url(self):
+        return "http://127.0.0.1:%d/hook" % self.srv.server_address[1]
+
+    def stop(self):
+        self.srv.shutdown()
+
+
+def dispatcher_round(a, d, tmp, ev, enqueue, tenant):
+    """A dead delivery retried with idemctl and delivered by the real
+    dispatcher, run apart (PROGRAM deliver)."""
+    rcv = Receiver([500])
+    conf = os.path.join(tmp, "deliver.ini")
+    write(conf, conf_text(a.pghost, a.pgport, DB, "[webhooks]\n"
+                          "allow_private = on\nmax_attempts = 1\n"
+                          "timeout = 5s\n"))
+    fcgi = os.path.join(a.builddir, "apps/payments/payments.fcgi")
+    d.sql("INSERT INTO idem_webhook_endpoints (api_key_id, url, types, "
+          "secret) VALUES (%s, '%s', '{order.shipped}', '%s')"
+          % (tenant("beta"), rcv.url(), SECRET))
+    enqueue("evt_round", "beta", "order.shipped")
+    try:
+        r = subprocess.run([fcgi, "-c", conf, "deliver"],
+                           capture_output=True, text=True, timeout=60)
+        dead = [fields(x) for x in ev("list", "--dead")[1].splitlines()
+                if "event=evt_round" in x]
+        ok(r.returncode == 0 and rcv.got == [("evt_round", 500)] and
+           len(dead) == 1 and dead[0]["last_status"] == "500" and
+           dead[0]["attempts"] == "1",
+           "deliver: the receiver answers 500, max_attempts = 1: dead, "
+           "listed by events list --dead", (r.stdout, r.stderr, rcv.got,
+                                            dead))
+        rc, out, err = ev("retry", "evt_round")
+        ok(rc == 0 and "dead, due now" in out, "events retry evt_round",
+           (rc, out, err))
+        r = subprocess.run([fcgi, "-c", conf, "deliver"],
+                           capture_output=True, text=True, timeout=60)
+        rc, out, err = ev("show", "evt_round")
+        sd = [fields(x) for x in out.splitlines()
+              if x.startswith("delivery=")]
+        ok(rcv.got == [("evt_round", 500), ("evt_round", 200)] and
+           len(sd) == 1 and sd[0]["state"] == "delivered" and
+           sd[0]["attempts"] == "1" and sd[0]["last_status"] == "200",
+           "the next deliver run delivers it, the same webhook-id; events "
+           "show: delivered at its first attempt since the retry",
+           (r.stdout, r.stderr, rcv.got, out))
+    finally:
+        rcv.stop()
 
 
 def main():
@@ -253,6 +332,8 @@ def main():
     ok(rc == 0 and out.startswith("purged 2 events") and events() ==
        ["evt_big", "evt_ref1"], "purge --older-than 30m: the 2 ended an "
        "hour ago; the pending ones never", (out, events()))
+
+    dispatcher_round(a, d, tmp, ev, enqueue, tenant)
 
     for bad in ([], ["frob"], ["show"], ["show", "a", "b"]):
         rc, out, err = ev(*bad)
