@@ -23,6 +23,8 @@
 /* The eviction batches one run makes at most, so that a backlog of old
  * events delays no delivery for long; the next run goes on. */
 #define EVICT_BATCHES	10
+/* The longest pause between polls while the database fails. */
+#define ERROR_PAUSE_MS	30000
 
 struct idem_dispatcher {
 	pthread_t	 th;
@@ -344,8 +346,8 @@ dispatcher_main(void *arg)
 	idem_app		*app = arg;
 	struct idem_dispatcher	*d = app->dispatcher;
 	struct idem_deliver_counts counts;
-	long long		 next_evict = 0, now;
-	long			 n;
+	long long		 next_evict = 0, now, wait_ms;
+	long			 n, errors = 0;
 
 	memset(&counts, 0, sizeof(counts));
 	while (!pause_ms(d, 0)) {
@@ -356,11 +358,19 @@ dispatcher_main(void *arg)
 				next_evict = now +
 				    app->cfg.evict_interval_ms * 1000;
 		}
-		/* A full batch: more may be due at once.  A database error
-		 * or nothing due: poll again an interval later. */
+		/* A full batch: more may be due at once.  Nothing due: poll
+		 * again an interval later; a database error: later and later
+		 * (up to ERROR_PAUSE_MS), so that a database down for a while
+		 * is not asked, and logged, every interval. */
 		if (n == app->cfg.wh_batch)
 			continue;
-		if (pause_ms(d, app->cfg.wh_interval_ms))
+		errors = n == -1 ? errors + 1 : 0;
+		wait_ms = app->cfg.wh_interval_ms;
+		if (errors > 0)
+			wait_ms = idem_backoff_ms(errors, wait_ms,
+			    wait_ms > ERROR_PAUSE_MS ? wait_ms : ERROR_PAUSE_MS,
+			    jitter_rnd());
+		if (pause_ms(d, wait_ms))
 			break;
 	}
 	pthread_mutex_lock(&d->mu);

@@ -302,6 +302,15 @@ def main():
         sl = enqueue(d, tenant, "t.slow")
         ok(wait_for(lambda: len(rcv.on("/slow")) == 1, 15),
            "a delivery is in flight to a receiver that does not answer")
+        def gauges():
+            text = scrape(mport)[1]
+            m = re.search(r"(?m)^idem_events_oldest_pending_seconds "
+                          r"([0-9.]+)$", text)
+            return (re.search(r"(?m)^idem_events_pending 1$", text) and m
+                    and float(m.group(1)) >= 1.0), re.findall(
+                        r"(?m)^idem_events_[op].*$", text)
+        ok(wait_for(lambda: gauges()[0], 10), "the gauges: one pending, "
+           "its age growing past a second", gauges()[1])
         t1 = time.time()
         rc = app.stop()
         took = time.time() - t1

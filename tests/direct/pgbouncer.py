@@ -2,7 +2,8 @@
 """pgbouncer.py - the middleware through pgbouncer in transaction pooling
 mode: new, replay, 422, and concurrent requests, none of which may hang;
 [database] prepared_statements = auto detects the pooler and sends every
-statement unnamed.  Prints TAP.  Usage:
+statement unnamed; the outbox's dispatcher (the app's thread and two
+`deliver` processes at once) delivers through it, each event once.  Prints TAP.  Usage:
   pgbouncer.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
@@ -20,7 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 sys.dont_write_bytecode = True
-from direct import App, api_key, done, missing, ok, write_conf  # noqa: E402
+from direct import (App, Db, api_key, done, missing, ok,  # noqa: E402
+                    wait_for, write_conf)
 from harness import free_port  # noqa: E402
 
 def main():
@@ -68,7 +70,8 @@ def main():
     tenant = "pgbouncer-%d-%d" % (os.getpid(), int(time.time()))
     secret = api_key(a.builddir, a.srcdir, direct, tenant)
     conf = os.path.join(tmp, "app.ini")
-    write_conf(conf, tmp, port, "pool_size = 8\nacquire_timeout = 5s\n")
+    write_conf(conf, tmp, port, "pool_size = 8\nacquire_timeout = 5s\n"
+               "[webhooks]\nallow_private = on\ninterval = 100ms\n")
     app = App(a.builddir, conf, os.path.join(tmp, "app.sock"),
               os.path.join(tmp, "app.log"))
     try:
@@ -126,6 +129,45 @@ def main():
            "auto: the pooler is detected (logged)")
         ok("prepared statement" not in log,
            "no prepared-statement error behind the pooler")
+
+        # The outbox behind the pooler: no session state, no advisory lock.
+        from outbox import Receiver, endpoint, enqueue
+        d = Db(a.pghost, a.pgport, "postgres")
+        tid = d.sql("SELECT id FROM api_keys WHERE name = '%s'" % tenant)
+        rcv = Receiver()
+        try:
+            endpoint(d, tid, rcv.url("/pgb"), ["t.pgb"])
+            def delivered():
+                return int(d.sql(
+                    "SELECT count(*) FROM idem_deliveries d JOIN idem_events"
+                    " e ON e.id = d.event WHERE e.api_key_id = %s AND "
+                    "d.state = 'delivered' AND d.attempts = 1" % tid))
+            first = [enqueue(d, tid, "t.pgb") for _ in range(10)]
+            ok(wait_for(lambda: delivered() == 10, 20),
+               "the app's dispatcher delivers through pgbouncer",
+               delivered())
+            # In one statement: a psql per event would be the slow part.
+            d.sql("SELECT idem_outbox_enqueue('evt_pgb_%d_' || g, %s, "
+                  "'t.pgb', '{\"n\": ' || g || '}') FROM "
+                  "generate_series(1, 150) g" % (os.getpid(), tid))
+            more = d.sql("SELECT event_id FROM idem_events WHERE event_id "
+                         "LIKE 'evt_pgb_%d_%%'" % os.getpid()).split()
+            procs = [subprocess.Popen(
+                [os.path.join(a.builddir, "apps/payments/payments.fcgi"),
+                 "-c", conf, "deliver"], stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+            outs = [p.communicate(timeout=60) for p in procs]
+            ok(wait_for(lambda: delivered() == 160, 20),
+               "and two deliver processes with it, through pgbouncer, each "
+               "at its first attempt", (delivered(), outs))
+            ids = rcv.ids("/pgb")
+            ok(len(ids) == 160 and sorted(set(ids)) == sorted(first + more),
+               "three dispatchers behind the pooler: each of the 160 events "
+               "received once (%d requests)" % len(ids))
+            ok(all("prepared statement" not in o[1] for o in outs),
+               "no prepared-statement error in the deliver processes")
+        finally:
+            rcv.stop()
     finally:
         app.stop()
         pid = open(os.path.join(tmp, "pgbouncer.pid")).read().strip() \
