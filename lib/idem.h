@@ -294,9 +294,11 @@ enum idem_type {
 	IDEM_T_STRING,
 	IDEM_T_BOOLEAN,
 	IDEM_T_OBJECT,
+	IDEM_T_ARRAY,		/* each item as the member's items says */
 };
 
 #define IDEM_REQUIRED	0x01u	/* absent or null is refused */
+#define IDEM_UNIQUE	0x02u	/* an array: no two items alike */
 /* 2^53 - 1: an integer member is never beyond +-IDEM_INT_EXACT_MAX, the
  * integers a double (RFC 8785's numbers) holds exactly. */
 #define IDEM_INT_EXACT_MAX	9007199254740991LL
@@ -306,7 +308,7 @@ struct idem_body;
 /*
  * One member of a JSON object.  min/max (both 0: unbounded) bound an
  * integer's value, a string's length in characters, an object's number of
- * members.  An integer is an integer literal as written (no fraction, no
+ * members, an array's number of items.  An integer is an integer literal as written (no fraction, no
  * exponent) within +-IDEM_INT_EXACT_MAX.  A null member counts as absent.
  */
 struct idem_member {
@@ -320,6 +322,10 @@ struct idem_member {
 	int			(*check)(yajl_val v, char *why, size_t whylen);
 	const struct idem_body	*object;	/* object: its members */
 	const char		*doc;	/* one line, for the OpenAPI document */
+	/* array: what each item is (its name unused; null items are
+	 * refused); with IDEM_UNIQUE in flags, no two items may be equal
+	 * strings or integers */
+	const struct idem_member *items;
 };
 
 #define IDEM_BODY_OPEN	0x01u	/* undeclared members allowed */
@@ -447,6 +453,19 @@ int		 idem_app_route_response(idem_app *app, const char *method,
  */
 int		 idem_app_route_problems(idem_app *app, const char *method,
 		    const char *pattern, const char *const *slugs);
+
+/*
+ * A webhook event the application sends (its type, "payment.succeeded":
+ * 1 to 64 of a-z, 0-9, '.', '_', '-'), one line of summary (at most 200
+ * characters) and the object its "data" holds: listed under the top-level
+ * "webhooks" of /openapi.json as the POST a receiver gets, with the
+ * Standard Webhooks headers and the body {"id", "type", "created",
+ * "data"}.  Before idem_app_run(); the strings and data are not copied.
+ * 0, or -1 (a bad type or summary, a NULL data, a type declared twice,
+ * more than 32).  Sending is idem_req_enqueue()'s.  See idem_app_webhook(3).
+ */
+int		 idem_app_webhook(idem_app *app, const char *type,
+		    const char *summary, const struct idem_body *data);
 
 /* Typed top-level members of the (validated) body. */
 yajl_val	 idem_req_member(const idem_req *req, const char *name);
