@@ -94,9 +94,11 @@ random_init(void)
 	pthread_atfork(NULL, NULL, random_forked);
 }
 
-static int
-random_bytes(unsigned char *out, size_t n)
+int
+idem_random_bytes(unsigned char *out, size_t n)
 {
+	if (n > RANDOM_BUF)
+		return -1;
 	pthread_once(&random_once, random_init);
 	if (rnd.gen != random_gen || rnd.used + n > RANDOM_BUF) {
 		if (RAND_bytes(rnd.b, RANDOM_BUF) != 1) {
@@ -117,7 +119,7 @@ idem_random_hex(char *out, size_t nbytes)
 {
 	unsigned char	r[64];
 
-	if (nbytes > sizeof(r) || random_bytes(r, nbytes) == -1)
+	if (nbytes > sizeof(r) || idem_random_bytes(r, nbytes) == -1)
 		return -1;
 	idem_hex(r, nbytes, out);
 	OPENSSL_cleanse(r, nbytes);

@@ -606,6 +606,48 @@ const char	*idem_http_resp_body(const idem_http_resp *r, size_t *len);
 yajl_val	 idem_http_resp_json(idem_http_resp *r);
 void		 idem_http_resp_free(idem_http_resp *r);
 
+/* --- Standard Webhooks signatures (webhook.c) ---------------------------- */
+
+/*
+ * The signature scheme of the Standard Webhooks specification: a message's
+ * headers webhook-id, webhook-timestamp (unix seconds) and
+ * webhook-signature, a space-separated list of "v1,<base64 HMAC-SHA256 of
+ * id.timestamp.body>"; the secret is "whsec_" and the base64 of the key.
+ */
+#define IDEM_WEBHOOK_SECRET_MAX		64	/* a new secret and its NUL */
+#define IDEM_WEBHOOK_SIGNATURE_MAX	128	/* one "v1,..." and its NUL */
+
+/* What a receiver's check found, in the order it checks. */
+enum idem_webhook_verdict {
+	IDEM_WEBHOOK_OK = 0,		/* a v1 signature matches, in time */
+	IDEM_WEBHOOK_BAD_SECRET,	/* the secret is not "[whsec_]base64" */
+	IDEM_WEBHOOK_BAD_HEADER,	/* a header missing, or the timestamp
+					 * not decimal seconds */
+	IDEM_WEBHOOK_TOO_OLD,		/* timestamp older than the tolerance */
+	IDEM_WEBHOOK_TOO_NEW,		/* timestamp further ahead than it */
+	IDEM_WEBHOOK_MISMATCH,		/* no v1 signature matches */
+};
+
+/* The webhook-signature value of body for msg_id at timestamp into out
+ * (NUL-terminated; IDEM_WEBHOOK_SIGNATURE_MAX is enough): 0, or -1 (bad
+ * secret, outlen too small). */
+int		 idem_webhook_sign(const char *secret, const char *msg_id,
+		    long long timestamp, const void *body, size_t len,
+		    char *out, size_t outlen);
+/* For receivers: the three headers' values (NULL when absent) against the
+ * body as received, any one of the signatures matching (compared in
+ * constant time), and the timestamp within tolerance_s of now (unix
+ * seconds; the specification suggests 300). */
+enum idem_webhook_verdict idem_webhook_verify(const char *secret,
+		    const char *msg_id, const char *timestamp,
+		    const char *signatures, const void *body, size_t len,
+		    long long now, long long tolerance_s);
+/* The enumerator's name without its prefix ("too_old"). */
+const char	*idem_webhook_verdict_name(enum idem_webhook_verdict v);
+/* A new secret "whsec_" + base64 of 24 random bytes into out
+ * (NUL-terminated; IDEM_WEBHOOK_SECRET_MAX is enough): 0, or -1. */
+int		 idem_webhook_secret_new(char *out, size_t outlen);
+
 /* --- operations (idemctl) ---------------------------------------------- */
 
 /*

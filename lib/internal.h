@@ -208,6 +208,8 @@ void	idem_deadline(clockid_t clk, long long ms, struct timespec *ts);
 #define IDEM_SECRET_HASH_LEN	32	/* SHA-256 of an API secret */
 
 void	idem_sha256(const void *p, size_t len, unsigned char out[32]);
+/* n (at most 512) random bytes into out: 0, or -1. */
+int	idem_random_bytes(unsigned char *out, size_t n);
 /* nbytes (at most 64) random bytes as hex into out (2 * nbytes + 1). */
 int	idem_random_hex(char *out, size_t nbytes);
 /* Is b (blen bytes) the secret hash a?  In constant time. */
