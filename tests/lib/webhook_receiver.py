@@ -10,6 +10,8 @@ signature check), and answers as told:
     r = Receiver()
     r.fail_first = True      # 500 to the first attempt of each webhook-id
     r.status = 503           # this status to everything (None: 204)
+    r.hold()                 # arriving deliveries wait (r.waiting counts
+    r.release()              # them) until release(), then are answered
     ...
     r.wait(lambda: r.applied_ids(), 20, "an event applied")
 
@@ -102,6 +104,9 @@ class Receiver:
         self.deliveries = []
         self.applied = {}           # webhook-id -> 1 once applied
         self.lock = threading.Lock()
+        self.released = threading.Event()
+        self.released.set()
+        self.waiting = 0            # deliveries held now (hold())
         self.server = None
         self.thread = None
         self.start()
@@ -120,6 +125,12 @@ class Receiver:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n)
                 hs = {k.lower(): v for k, v in self.headers.items()}
+                if not rcv.released.is_set():
+                    with rcv.lock:
+                        rcv.waiting += 1
+                    rcv.released.wait(60)
+                    with rcv.lock:
+                        rcv.waiting -= 1
                 with rcv.lock:
                     wid = hs.get("webhook-id")
                     seen = [d for d in rcv.deliveries if d.id == wid]
@@ -161,6 +172,12 @@ class Receiver:
             self.server.server_close()
             self.thread.join(10)
             self.server = None
+
+    def hold(self):
+        self.released.clear()
+
+    def release(self):
+        self.released.set()
 
     # --- what it got ---
     def got(self, wid=None):
