@@ -55,6 +55,7 @@ enum cfg_sect {
 	S_IDEM,
 	S_METRICS,
 	S_OPENAPI,
+	S_WEBHOOKS,
 	S_ROUTE,
 	S_APP,
 	S_IGNORE,	/* a section of another program (any_app_keys) */
@@ -71,6 +72,7 @@ enum cfg_type {
 	T_URIBASE,	/* char *, a URI (reference) ending in '/' */
 	T_URL,		/* char *, an http(s) URL or a path starting with '/' */
 	T_MODE,		/* unsigned, a socket file's octal mode */
+	T_BOOL,		/* int, on/off (true/false, yes/no, 1/0) */
 };
 
 struct cfg_key {
@@ -135,6 +137,23 @@ static const struct cfg_key cfg_keys[] = {
 	{ S_METRICS, "allow_uid", T_STR, OFF(metrics_allow_uid), 0, 0, NULL },
 	{ S_OPENAPI, "server_url", T_URL, OFF(openapi_server_url), 0, 0, NULL },
 	{ S_OPENAPI, "license", T_STR, OFF(openapi_license), 0, 0, NULL },
+	{ S_WEBHOOKS, "dispatcher", T_BOOL, OFF(wh_dispatcher), 0, 0, NULL },
+	{ S_WEBHOOKS, "allow_private", T_BOOL, OFF(wh_allow_private), 0, 0,
+	    NULL },
+	{ S_WEBHOOKS, "batch", T_LONG, OFF(wh_batch), 1, 1000, NULL },
+	{ S_WEBHOOKS, "interval", T_DUR, OFF(wh_interval_ms), 0, 0, NULL },
+	/* An endpoint that needs more than a minute is down. */
+	{ S_WEBHOOKS, "timeout", T_DUR, OFF(wh_timeout_ms), 0, 60000, NULL },
+	{ S_WEBHOOKS, "max_response", T_SIZE, OFF(wh_max_response), 1,
+	    16 * (long long)MIB, NULL },
+	{ S_WEBHOOKS, "max_attempts", T_LONG, OFF(wh_max_attempts), 0,
+	    1000000, NULL },
+	{ S_WEBHOOKS, "max_age", T_DUR, OFF(wh_max_age_ms), 0, 0, NULL },
+	{ S_WEBHOOKS, "backoff", T_DUR, OFF(wh_backoff_ms), 0, 0, NULL },
+	{ S_WEBHOOKS, "backoff_max", T_DUR, OFF(wh_backoff_max_ms), 0, 0,
+	    NULL },
+	{ S_WEBHOOKS, "retention", T_DUR, OFF(wh_retention_ms), 0, 0, NULL },
+	{ S_WEBHOOKS, "ordered", T_BOOL, OFF(wh_ordered), 0, 0, NULL },
 };
 #define NKEYS	(sizeof(cfg_keys) / sizeof(cfg_keys[0]))
 
@@ -144,6 +163,7 @@ static const char *const sect_names[] = {
 	[S_IDEM] = "idempotency",
 	[S_METRICS] = "metrics",
 	[S_OPENAPI] = "openapi",
+	[S_WEBHOOKS] = "webhooks",
 	[S_ROUTE] = "route",
 };
 
@@ -258,6 +278,16 @@ idem_cfg_init(struct idem_cfg *cfg)
 	cfg->completer_backoff_ms = 10 * MS_SECOND;
 	cfg->completer_backoff_max_ms = 10 * MS_MINUTE;
 	cfg->metrics_allow = strdup("127.0.0.1");
+	cfg->wh_dispatcher = 1;
+	cfg->wh_batch = 10;
+	cfg->wh_interval_ms = MS_SECOND;
+	cfg->wh_timeout_ms = 10 * MS_SECOND;
+	cfg->wh_max_response = 64 * 1024;
+	cfg->wh_max_attempts = 100;
+	cfg->wh_max_age_ms = 3 * MS_DAY;
+	cfg->wh_backoff_ms = 5 * MS_SECOND;
+	cfg->wh_backoff_max_ms = MS_HOUR;
+	cfg->wh_retention_ms = 7 * MS_DAY;
 	/* Owner and group: the web server's user joins the group. */
 	cfg->socket_mode = 0660;
 	cfg->metrics_socket_mode = 0660;
@@ -594,6 +624,15 @@ set_builtin(struct parse *ps, const struct cfg_key *k, const char *v)
 			    k->name, k->max / 1000);
 		*(long long *)(void *)base = ms;
 		return 0;
+	case T_BOOL: {
+		union idem_cfg_value	 b;
+		const char		*why;
+
+		if (idem_cfg_value_parse(IDEM_CONFIG_BOOL, v, &b, &why) == -1)
+			return perr(ps, ps->line, "%s must be %s", k->name, why);
+		*(int *)(void *)base = b.b;
+		return 0;
+	}
 	case T_CHOICE:
 		if (!is_choice(k->choices, v))
 			return choice_err(ps, k);
@@ -1034,6 +1073,33 @@ key_line(const struct parse *ps, const char *name)
 	return 0;
 }
 
+/* [webhooks]: what no single key's range can say. */
+static int
+check_webhooks(struct parse *ps)
+{
+	const struct idem_cfg	*c = ps->cfg;
+	unsigned long		 l;
+
+	if (c->wh_interval_ms <= 0)
+		return perr(ps, key_line(ps, "interval"), "[webhooks] interval "
+		    "must be more than 0");
+	if (c->wh_timeout_ms <= 0)
+		return perr(ps, key_line(ps, "timeout"), "[webhooks] timeout "
+		    "must be more than 0");
+	if (c->wh_backoff_ms <= 0)
+		return perr(ps, key_line(ps, "backoff"), "[webhooks] backoff "
+		    "must be more than 0");
+	if (c->wh_retention_ms <= 0)
+		return perr(ps, key_line(ps, "retention"), "[webhooks] "
+		    "retention must be more than 0");
+	if (c->wh_backoff_max_ms < c->wh_backoff_ms) {
+		l = key_line(ps, "backoff_max");
+		return perr(ps, l != 0 ? l : key_line(ps, "backoff"),
+		    "[webhooks] backoff_max must be at least backoff");
+	}
+	return 0;
+}
+
 int
 idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
     size_t len, char *err, size_t errlen)
@@ -1110,6 +1176,8 @@ idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
 	for (r = cfg->routes; r != NULL; r = r->next)
 		if (check_ttl_floor(&ps, r->ttl_ms, r->key_line[0], r) == -1)
 			goto out;
+	if (check_webhooks(&ps) == -1)
+		goto out;
 	rc = 0;
 out:
 	free(ps.app);

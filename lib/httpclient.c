@@ -4,6 +4,10 @@
  * and bounded, a per-thread easy handle so that a worker keeps its
  * connections alive between calls.
  */
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,6 +32,7 @@ struct idem_http {
 	long long	 timeout_ms;
 	size_t		 max_body;
 	char		*ca_file;
+	int		 allow_private;	/* 0: public destinations only */
 	int		 failed;	/* a setter failed: send refuses */
 };
 
@@ -164,6 +169,94 @@ idem_http_header_ok(const char *name, const char *value)
 	return strpbrk(value, "\r\n") == NULL;
 }
 
+/* Are the first bits of a those of p? */
+static int
+prefix_is(const unsigned char *a, const unsigned char *p, unsigned bits)
+{
+	unsigned	n = bits / 8, r = bits % 8;
+
+	if (memcmp(a, p, n) != 0)
+		return 0;
+	return r == 0 || ((a[n] ^ p[n]) & (0xff << (8 - r)) & 0xff) == 0;
+}
+
+struct prefix {
+	unsigned char	p[16];
+	unsigned	bits;
+};
+
+/* IPv4 blocks that are not global unicast (IANA's special-purpose
+ * registry, RFC 6890 and its updates). */
+static const struct prefix v4_refused[] = {
+	{ { 0 }, 8 },			/* "this network", 0.0.0.0 */
+	{ { 10 }, 8 },			/* RFC 1918 */
+	{ { 100, 64 }, 10 },		/* shared address space (CGNAT) */
+	{ { 127 }, 8 },			/* loopback */
+	{ { 169, 254 }, 16 },		/* link-local (cloud metadata) */
+	{ { 172, 16 }, 12 },		/* RFC 1918 */
+	{ { 192, 0, 0 }, 24 },		/* IETF protocol assignments */
+	{ { 192, 0, 2 }, 24 },		/* TEST-NET-1 */
+	{ { 192, 88, 99 }, 24 },	/* 6to4 relay anycast (deprecated) */
+	{ { 192, 168 }, 16 },		/* RFC 1918 */
+	{ { 198, 18 }, 15 },		/* benchmarking */
+	{ { 198, 51, 100 }, 24 },	/* TEST-NET-2 */
+	{ { 203, 0, 113 }, 24 },	/* TEST-NET-3 */
+	{ { 224 }, 4 },			/* multicast */
+	{ { 240 }, 4 },			/* reserved, and the broadcast */
+};
+
+/* IPv6 blocks inside 2000::/3 (global unicast) that are not global. */
+static const struct prefix v6_refused[] = {
+	{ { 0x20, 0x01 }, 23 },		/* IETF protocol assignments, Teredo */
+	{ { 0x20, 0x01, 0x0d, 0xb8 }, 32 },	/* documentation */
+	{ { 0x3f, 0xff }, 20 },		/* documentation (RFC 9637) */
+};
+
+static int
+v4_public(const unsigned char a[4])
+{
+	size_t	i;
+
+	for (i = 0; i < sizeof(v4_refused) / sizeof(v4_refused[0]); i++)
+		if (prefix_is(a, v4_refused[i].p, v4_refused[i].bits))
+			return 0;
+	return 1;
+}
+
+int
+idem_http_addr_public(const struct sockaddr *sa)
+{
+	static const unsigned char mapped[12] = { [10] = 0xff, [11] = 0xff };
+	static const unsigned char nat64[12] = { 0x00, 0x64, 0xff, 0x9b };
+	static const unsigned char global[1] = { 0x20 };
+	static const unsigned char sixtofour[2] = { 0x20, 0x02 };
+	const unsigned char	*a;
+	size_t			 i;
+
+	if (sa == NULL)
+		return 0;
+	if (sa->sa_family == AF_INET)
+		return v4_public((const unsigned char *)
+		    &((const struct sockaddr_in *)(const void *)sa)->sin_addr);
+	if (sa->sa_family != AF_INET6)
+		return 0;
+	a = ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
+	/* The IPv4 address inside decides where the packets go. */
+	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
+		return v4_public(a + 12);
+	/* Outside 2000::/3 nothing is global unicast today: ::, ::1,
+	 * IPv4-compatible, fc00::/7, fe80::/10, fec0::/10, ff00::/8, the
+	 * discard and local NAT64 prefixes. */
+	if (!prefix_is(a, global, 3))
+		return 0;
+	if (prefix_is(a, sixtofour, 16))
+		return v4_public(a + 2);
+	for (i = 0; i < sizeof(v6_refused) / sizeof(v6_refused[0]); i++)
+		if (prefix_is(a, v6_refused[i].p, v6_refused[i].bits))
+			return 0;
+	return 1;
+}
+
 const char *
 idem_http_rc_name(enum idem_http_rc rc)
 {
@@ -176,6 +269,7 @@ idem_http_rc_name(enum idem_http_rc rc)
 		[IDEM_HTTP_TOO_LARGE] = "too_large",
 		[IDEM_HTTP_BROKEN] = "broken",
 		[IDEM_HTTP_FAIL] = "fail",
+		[IDEM_HTTP_REFUSED] = "refused",
 	};
 
 	if ((unsigned)rc >= sizeof(names) / sizeof(names[0]))
@@ -199,6 +293,7 @@ idem_http_new(const char *method, const char *url)
 	h->url = strdup(url);
 	h->timeout_ms = IDEM_HTTP_TIMEOUT_DEFAULT_MS;
 	h->max_body = IDEM_HTTP_BODY_MAX_DEFAULT;
+	h->allow_private = 1;
 	if (h->method == NULL || h->url == NULL) {
 		idem_http_free(h);
 		return NULL;
@@ -317,6 +412,13 @@ idem_http_max_body(idem_http *h, size_t bytes)
 {
 	if (h != NULL)
 		h->max_body = bytes;
+}
+
+void
+idem_http_allow_private(idem_http *h, int on)
+{
+	if (h != NULL)
+		h->allow_private = on != 0;
 }
 
 int
@@ -523,9 +625,73 @@ has_deadline(const idem_req *req)
 	    (IDEM_ROUTE_IDEMPOTENT | IDEM_ROUTE_PHASED)) != 0;
 }
 
+/* What the destination checks saw during one call. */
+struct guard {
+	int	refused;
+	char	addr[INET6_ADDRSTRLEN];	/* the last address refused */
+};
+
+static void
+guard_refuse(struct guard *g, const struct sockaddr *sa)
+{
+	const void	*a = sa->sa_family == AF_INET6 ?
+	    (const void *)&((const struct sockaddr_in6 *)(const void *)sa)->
+	    sin6_addr : (const void *)&((const struct sockaddr_in *)
+	    (const void *)sa)->sin_addr;
+
+	g->refused = 1;
+	if ((sa->sa_family != AF_INET && sa->sa_family != AF_INET6) ||
+	    inet_ntop(sa->sa_family, a, g->addr, sizeof(g->addr)) == NULL)
+		snprintf(g->addr, sizeof(g->addr), "(family %d)",
+		    sa->sa_family);
+}
+
+/* Each address a new connection is opened to, after name resolution:
+ * a refused one gets no socket, so no packet leaves for it (curl goes
+ * on with the host's other addresses, if any). */
+static curl_socket_t
+guard_open(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	struct guard	*g = arg;
+
+	if (purpose != CURLSOCKTYPE_IPCXN ||
+	    !idem_http_addr_public(&a->addr)) {
+		guard_refuse(g, &a->addr);
+		return CURL_SOCKET_BAD;
+	}
+	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+/* Before the request is sent, on a new or a kept-alive connection: one
+ * that an earlier call with private addresses allowed left open to such
+ * an address is not reused for this one. */
+static int
+guard_prereq(void *arg, char *primary_ip, char *local_ip, int primary_port,
+    int local_port)
+{
+	struct guard		*g = arg;
+	struct sockaddr_storage	 ss;
+	struct sockaddr_in	*s4 = (struct sockaddr_in *)(void *)&ss;
+	struct sockaddr_in6	*s6 = (struct sockaddr_in6 *)(void *)&ss;
+
+	(void)local_ip;
+	(void)primary_port;
+	(void)local_port;
+	memset(&ss, 0, sizeof(ss));
+	if (inet_pton(AF_INET, primary_ip, &s4->sin_addr) == 1)
+		ss.ss_family = AF_INET;
+	else if (inet_pton(AF_INET6, primary_ip, &s6->sin6_addr) == 1)
+		ss.ss_family = AF_INET6;
+	if (idem_http_addr_public((struct sockaddr *)&ss))
+		return CURL_PREREQFUNC_OK;
+	g->refused = 1;
+	snprintf(g->addr, sizeof(g->addr), "%s", primary_ip);
+	return CURL_PREREQFUNC_ABORT;
+}
+
 static int
 set_options(CURL *c, const idem_http *h, struct curl_slist *lines,
-    idem_http_resp *r, long long ms, char *errbuf)
+    idem_http_resp *r, long long ms, char *errbuf, struct guard *g)
 {
 	int	bad = 0;
 
@@ -542,7 +708,21 @@ set_options(CURL *c, const idem_http *h, struct curl_slist *lines,
 	if (h->ca_file != NULL)
 		bad |= curl_easy_setopt(c, CURLOPT_CAINFO, h->ca_file) !=
 		    CURLE_OK;
+	/* Never followed: a redirect would be a call to another address
+	 * than the one checked, with the body sent again. */
 	bad |= curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK;
+	if (!h->allow_private) {
+		bad |= curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION,
+		    guard_open) != CURLE_OK;
+		bad |= curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, g) !=
+		    CURLE_OK;
+		bad |= curl_easy_setopt(c, CURLOPT_PREREQFUNCTION,
+		    guard_prereq) != CURLE_OK;
+		bad |= curl_easy_setopt(c, CURLOPT_PREREQDATA, g) != CURLE_OK;
+		/* A proxy would resolve and connect in our place, unchecked
+		 * (and an environment's http_proxy may well be local). */
+		bad |= curl_easy_setopt(c, CURLOPT_PROXY, "") != CURLE_OK;
+	}
 	bad |= curl_easy_setopt(c, CURLOPT_USERAGENT, "idem/" IDEM_VERSION) !=
 	    CURLE_OK;
 	bad |= curl_easy_setopt(c, CURLOPT_HTTPHEADER, lines) != CURLE_OK;
@@ -576,6 +756,7 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 {
 	char			 errbuf[CURL_ERROR_SIZE];
 	struct curl_slist	*lines = NULL;
+	struct guard		 g = { 0, "" };
 	idem_http_resp		*r = NULL;
 	enum idem_http_rc	 rc;
 	CURLcode		 cc;
@@ -605,7 +786,7 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 	}
 	r->max_body = h->max_body;
 	errbuf[0] = '\0';
-	if (set_options(c, h, lines, r, ms, errbuf) == -1) {
+	if (set_options(c, h, lines, r, ms, errbuf, &g) == -1) {
 		curl_slist_free_all(lines);
 		idem_http_resp_free(r);
 		say(err, errlen, "fail: libcurl refused an option");
@@ -616,7 +797,15 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 	/* The handle outlives this call: nothing of it may point here. */
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
+	curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, NULL);
+	curl_easy_setopt(c, CURLOPT_PREREQDATA, NULL);
 	curl_slist_free_all(lines);
+	if (g.refused && cc != CURLE_OK) {
+		say(err, errlen, "refused: %s %s: %s is not a public address",
+		    h->method, h->url, g.addr);
+		idem_http_resp_free(r);
+		return IDEM_HTTP_REFUSED;
+	}
 	rc = idem_http_classify((int)cc, r->too_large, r->status);
 	if (rc == IDEM_HTTP_OK || rc == IDEM_HTTP_STATUS) {
 		if (idem_buf_nul(&r->body) == -1) {

@@ -6,6 +6,8 @@
 #ifndef IDEM_HTTPCLIENT_H
 #define IDEM_HTTPCLIENT_H
 
+#include <sys/socket.h>
+
 #include "idem.h"
 
 #define IDEM_HTTP_TIMEOUT_DEFAULT_MS	10000LL
@@ -29,5 +31,15 @@ long long	 idem_http_budget_ms(long long cap_ms, int has_deadline,
 /* A header name and value a request may carry (no CR, LF; a token-ish
  * name without colon or space): 1 or 0. */
 int		 idem_http_header_ok(const char *name, const char *value);
+
+/*
+ * May a call with idem_http_allow_private() off connect to sa (AF_INET or
+ * AF_INET6)?  1 for a global unicast address, 0 for the others (loopback,
+ * RFC 1918 and unique local, link-local, CGNAT, unspecified, multicast,
+ * broadcast, reserved, documentation, benchmarking, other families); an
+ * IPv4 address embedded in IPv6 (mapped, compatible, NAT64 64:ff9b::/96,
+ * 6to4) is judged as that IPv4 address.
+ */
+int		 idem_http_addr_public(const struct sockaddr *sa);
 
 #endif

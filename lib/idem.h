@@ -499,6 +499,58 @@ PGresult	*idem_req_exec(idem_req *req, const char *sql, idem_args *a);
 int		 idem_req_defer_args(idem_req *req, const char *sql,
 		    idem_args *a);
 
+/* --- the outbox: events after commit, as webhooks (outbox.c) -------------- */
+
+/* "evt_" and 40 hex digits, NUL-terminated, fit. */
+#define IDEM_EVENT_ID_MAX	48
+/*
+ * Enqueue an event in the request's current transaction (the key's on an
+ * atomic route, the current phase's on a phased route): it exists iff that
+ * transaction commits, and a replay (which runs no handler) enqueues
+ * nothing.  The library builds the body {"id": <event id>, "type": type,
+ * "created": <unix seconds>, "data": data} (data: a JSON text of len
+ * bytes, validated) and makes one delivery to each live webhook endpoint
+ * of the request's tenant subscribed to type (1 to 128 letters, digits,
+ * '.', '_', '-'); the dispatcher sends them after the commit.  The event
+ * id is "evt_" + idem_req_derived_key(req, "event:" type ":" n) where n
+ * counts the events of this type in this request (in this phase, whose
+ * recovery point is appended, on a phased route): the same operation
+ * gives the same id, also re-executed after a takeover.  id (may be NULL)
+ * receives it (IDEM_EVENT_ID_MAX bytes).  Idempotent routes only.  0, or
+ * -1 (logged; the handler returns -1 and the transaction rolls back).
+ */
+int		 idem_req_enqueue(idem_req *req, const char *type,
+		    const char *data, size_t len, char *id, size_t idlen);
+/*
+ * A webhook endpoint of the request's tenant, in the request's
+ * transaction: url (see idem_webhook_url_check()), the event types it
+ * receives (1 to 64).  *id and secret ("whsec_..." of at most
+ * IDEM_WEBHOOK_SECRET_MAX bytes, for the receiver's signature check) are
+ * set.  0, or -1 (a bad URL or type, the database: logged).
+ */
+int		 idem_req_endpoint_create(idem_req *req, const char *url,
+		    const char *const *types, size_t ntypes, int64_t *id,
+		    char *secret, size_t secretlen);
+enum idem_endpoint_rc {
+	IDEM_ENDPOINT_DELETED,		/* deleted; its pending deliveries die */
+	IDEM_ENDPOINT_NOT_FOUND,	/* no live endpoint of this tenant
+					 * with that id */
+	IDEM_ENDPOINT_ERROR		/* the database (logged) */
+};
+enum idem_endpoint_rc idem_req_endpoint_delete(idem_req *req, int64_t id);
+/* Append a JSON array of the tenant's live endpoints, newest first:
+ * [{"id", "url", "events": [types], "created": <unix seconds>}] (no
+ * secret).  0, or -1. */
+int		 idem_req_endpoint_list(idem_req *req, idem_json *j);
+/*
+ * The rule of an endpoint's URL, as a body member's check (struct
+ * idem_member): a string of at most 2048 bytes, http:// or https://, a
+ * host (an optional port 1 to 65535), no user:password@, no #fragment, no
+ * space or control byte.  0, or -1 with why.  Private and loopback
+ * destinations are refused at delivery ([webhooks] allow_private).
+ */
+int		 idem_webhook_url_check(yajl_val v, char *why, size_t whylen);
+
 /* --- phases as a table (phases.c) ---------------------------------------- */
 
 /*
@@ -554,6 +606,9 @@ enum idem_http_rc {
 				 * HTTP (it may have been acted upon) */
 	IDEM_HTTP_FAIL,		/* the call was wrong (URL, arguments) or out
 				 * of memory: nothing sent */
+	IDEM_HTTP_REFUSED,	/* the destination's address is not a public
+				 * one (idem_http_allow_private() off):
+				 * nothing connected, nothing sent */
 };
 
 /* A request for method (GET, POST...) and an http:// or https:// URL
@@ -584,9 +639,21 @@ void		 idem_http_max_body(idem_http *h, size_t bytes);
  * instead of the system's. */
 int		 idem_http_ca_file(idem_http *h, const char *path);
 /*
+ * on (the default): any destination.  Off: every address the URL's host
+ * resolves to is checked when a connection is opened, and loopback,
+ * private, link-local, shared (CGNAT), unspecified, multicast, reserved
+ * and documentation addresses are refused (IPv4 and IPv6, IPv4-mapped and
+ * NAT64 ones by their IPv4 address): nothing is connected to them, and a
+ * kept-alive connection to one is not reused; no proxy is used then.  For
+ * calls to addresses that other people choose (webhooks).
+ */
+void		 idem_http_allow_private(idem_http *h, int on);
+/*
  * Send h and read the answer.  With req (not NULL) on an idempotent
  * route the call ends within idem_req_time_left_ms(req): with no time
- * left it is not made (IDEM_HTTP_TIMEOUT).  *resp is set on IDEM_HTTP_OK
+ * left it is not made (IDEM_HTTP_TIMEOUT); with req NULL (a call outside
+ * any request) within h's own timeout.  A redirect is an answer like any
+ * other (IDEM_HTTP_STATUS): it is never followed.  *resp is set on IDEM_HTTP_OK
  * and IDEM_HTTP_STATUS (free it with idem_http_resp_free()), else NULL.
  * err (may be NULL) gets a line saying what failed.  h can be sent again.
  */

@@ -332,6 +332,19 @@ struct idem_cfg {
 	long long		 completer_max_age_ms;	/* 24 h, 0: no limit */
 	long long		 completer_backoff_ms;	/* 10 s */
 	long long		 completer_backoff_max_ms; /* 10 m */
+	/* [webhooks]: the outbox's dispatcher (dispatcher.c) */
+	int			 wh_dispatcher;		/* on */
+	int			 wh_allow_private;	/* off */
+	long			 wh_batch;		/* 10 */
+	long long		 wh_interval_ms;	/* 1 s: idle polling */
+	long long		 wh_timeout_ms;		/* 10 s */
+	size_t			 wh_max_response;	/* 64 KiB */
+	long			 wh_max_attempts;	/* 100, 0: no limit */
+	long long		 wh_max_age_ms;		/* 3 d, 0: no limit */
+	long long		 wh_backoff_ms;		/* 5 s */
+	long long		 wh_backoff_max_ms;	/* 1 h */
+	long long		 wh_retention_ms;	/* 7 d */
+	int			 wh_ordered;		/* off */
 	/* [metrics] */
 	char			*metrics_allow;		/* "127.0.0.1" */
 	char			*metrics_listen;	/* NULL: on the main socket */

@@ -20,6 +20,7 @@
 
 #include "private.h"
 #include "heartbeat.h"
+#include "outbox.h"
 #include "peer.h"
 
 /* Requests: sub-millisecond to seconds. */
@@ -28,7 +29,20 @@ static const double req_bounds[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01,
 /* Janitor runs: a quiet store to a time-bounded backlog run. */
 static const double run_bounds[] = { 0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10,
 	30, 60 };
+/* An event's commit to its endpoint's 2xx: a receiver up (well under a
+ * second) to one that was down for hours. */
+static const double event_bounds[] = { 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+	10, 60, 300, 3600, 21600, 86400 };
 #define NB	(sizeof(req_bounds) / sizeof(req_bounds[0]))
+
+/* Topics counted apart; later ones share the "other" label, so that an
+ * application's many types cannot grow the exposition without bound. */
+#define TOPICS_MAX	64
+
+struct topic {
+	char		 name[IDEM_EVENT_TYPE_MAX + 1];
+	atomic_ullong	 n[IDEM_EV__COUNT];
+};
 
 struct idem_metrics_srv;
 
@@ -55,6 +69,11 @@ struct idem_metrics {
 	atomic_ullong	 rejected[IDEM_FCGI_REJECT__COUNT];	/* by reason */
 	atomic_ullong	 waits[IDEM_WAIT__COUNT];	/* Prefer: wait */
 	atomic_ullong	 metrics_refused;	/* peers of [metrics] listen */
+	struct hist	 event_latency;
+	atomic_ullong	 events_evicted;
+	pthread_mutex_t	 topics_mu;	/* adding one; counting is atomic */
+	atomic_size_t	 ntopics;
+	struct topic	 topics[TOPICS_MAX + 1];	/* [TOPICS_MAX]: other */
 	struct idem_metrics_srv *srv;	/* [metrics] listen, or NULL */
 };
 
@@ -79,6 +98,11 @@ idem_metrics_init(idem_app *app)
 	m->duration.nb = m->pool_wait.nb = NB;
 	m->janitor_run.bounds = run_bounds;
 	m->janitor_run.nb = sizeof(run_bounds) / sizeof(run_bounds[0]);
+	m->event_latency.bounds = event_bounds;
+	m->event_latency.nb = sizeof(event_bounds) / sizeof(event_bounds[0]);
+	pthread_mutex_init(&m->topics_mu, NULL);
+	snprintf(m->topics[TOPICS_MAX].name, sizeof(m->topics[0].name),
+	    "other");
 	if ((m->requests = calloc(m->nroutes * NOUT + 1,
 	    sizeof(*m->requests))) == NULL) {
 		free(m);
@@ -94,6 +118,7 @@ idem_metrics_free(idem_app *app)
 	if (app->metrics == NULL)
 		return;
 	free(app->metrics->requests);
+	pthread_mutex_destroy(&app->metrics->topics_mu);
 	free(app->metrics);
 	app->metrics = NULL;
 }
@@ -163,7 +188,64 @@ idem_metrics_add(idem_app *app, int which, long n)
 		return;
 	atomic_fetch_add(which == IDEM_M_EVICTED ? &app->metrics->evicted :
 	    which == IDEM_M_RECLAIMED ? &app->metrics->reclaimed :
+	    which == IDEM_M_EVENTS_EVICTED ? &app->metrics->events_evicted :
 	    &app->metrics->completed, (unsigned long long)n);
+}
+
+void
+idem_metrics_event(idem_app *app, const char *topic,
+    enum idem_event_metric which)
+{
+	struct idem_metrics	*m = app->metrics;
+	size_t			 i, n;
+
+	if (m == NULL || topic == NULL || which >= IDEM_EV__COUNT)
+		return;
+	/* Topics are only ever added: a published one is found unlocked. */
+	n = atomic_load(&m->ntopics);
+	for (i = 0; i < n; i++)
+		if (strcmp(m->topics[i].name, topic) == 0)
+			break;
+	if (i == n) {
+		pthread_mutex_lock(&m->topics_mu);
+		n = atomic_load(&m->ntopics);
+		for (i = 0; i < n; i++)
+			if (strcmp(m->topics[i].name, topic) == 0)
+				break;
+		if (i == n && n < TOPICS_MAX && strlen(topic) <
+		    sizeof(m->topics[0].name)) {
+			snprintf(m->topics[n].name, sizeof(m->topics[n].name),
+			    "%s", topic);
+			atomic_store(&m->ntopics, n + 1);
+		} else if (i == n)
+			i = TOPICS_MAX;
+		pthread_mutex_unlock(&m->topics_mu);
+	}
+	atomic_fetch_add(&m->topics[i].n[which], 1);
+}
+
+void
+idem_metrics_event_latency(idem_app *app, double seconds)
+{
+	if (app->metrics != NULL)
+		hist_add(&app->metrics->event_latency, seconds);
+}
+
+/* The topic counters of one kind, "other" last when it counted any. */
+static void
+topics_print(struct idem_buf *b, struct idem_metrics *m, const char *name,
+    const char *help, enum idem_event_metric which)
+{
+	size_t	i, n = atomic_load(&m->ntopics);
+
+	idem_buf_addf(b, "# HELP %s %s\n# TYPE %s counter\n", name, help,
+	    name);
+	for (i = 0; i < n; i++)
+		idem_buf_addf(b, "%s{topic=\"%s\"} %llu\n", name,
+		    m->topics[i].name, atomic_load(&m->topics[i].n[which]));
+	if (n == TOPICS_MAX)
+		idem_buf_addf(b, "%s{topic=\"other\"} %llu\n", name,
+		    atomic_load(&m->topics[TOPICS_MAX].n[which]));
 }
 
 static const char *const wait_labels[IDEM_WAIT__COUNT] = {
@@ -309,6 +391,22 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	    "connection.", &m->pool_wait);
 	hist_print(b, "idem_request_duration_seconds", "Request duration.",
 	    &m->duration);
+	topics_print(b, m, "idem_events_delivered_total", "Webhook deliveries "
+	    "answered 2xx by this process's dispatcher, by event type.",
+	    IDEM_EV_DELIVERED);
+	topics_print(b, m, "idem_events_failed_total", "Webhook delivery "
+	    "attempts that failed (no answer, or not 2xx), by event type.",
+	    IDEM_EV_FAILED);
+	topics_print(b, m, "idem_events_dead_total", "Webhook deliveries "
+	    "given up (max_attempts, max_age, endpoint deleted), by event "
+	    "type.", IDEM_EV_DEAD);
+	hist_print(b, "idem_event_delivery_seconds", "From an event's commit "
+	    "to its endpoint's 2xx answer.", &m->event_latency);
+	idem_buf_addf(b, "# HELP idem_events_evicted_total Delivered and dead "
+	    "events evicted after [webhooks] retention by this process.\n"
+	    "# TYPE idem_events_evicted_total counter\n"
+	    "idem_events_evicted_total %llu\n",
+	    atomic_load(&m->events_evicted));
 
 	/* Index-backed (sql/006): the cost does not grow with the table. */
 	if (db != NULL)
@@ -334,6 +432,23 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 		    PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2),
 		    PQgetvalue(r, 0, 3));
 	} else if (db != NULL)
+		idem_log(IDEM_LOG_WARN, "metrics: %s", PQerrorMessage(db));
+	PQclear(r);
+	/* The outbox (sql/011, partial indexes). */
+	r = db != NULL ? PQexec(db, "SELECT * FROM idem_outbox_pending()") :
+	    NULL;
+	if (r != NULL && PQresultStatus(r) == PGRES_TUPLES_OK &&
+	    PQntuples(r) == 1)
+		idem_buf_addf(b, "# HELP idem_events_pending Webhook deliveries "
+		    "not yet delivered nor dead.\n"
+		    "# TYPE idem_events_pending gauge\n"
+		    "idem_events_pending %s\n"
+		    "# HELP idem_events_oldest_pending_seconds Age of the "
+		    "oldest pending webhook delivery (0: none).\n"
+		    "# TYPE idem_events_oldest_pending_seconds gauge\n"
+		    "idem_events_oldest_pending_seconds %s\n",
+		    PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1));
+	else if (db != NULL)
 		idem_log(IDEM_LOG_WARN, "metrics: %s", PQerrorMessage(db));
 	PQclear(r);
 	/* Set aside by the completer (sql/009, a partial index). */

@@ -160,6 +160,7 @@ struct idem_app {
 	struct idem_metrics	*metrics;
 	struct idem_authc	*authc;		/* NULL: no cache */
 	struct idem_janitor	*janitor;	/* its thread, while serving */
+	struct idem_dispatcher	*dispatcher;	/* its thread, while serving */
 	struct idem_heartbeat	*heartbeat;	/* its thread, while serving */
 	struct idem_problem_type problems[IDEM_APP_PROBLEMS_MAX];
 	size_t			 nproblems;	/* idem_app_problem() */
@@ -199,7 +200,19 @@ void	idem_metrics_rejected(idem_app *app, enum idem_fcgi_rc why);
 /* [metrics] listen: serve /metrics there from a thread (0, or -1). */
 int	idem_metrics_listen(idem_app *app);
 void	idem_metrics_listen_stop(idem_app *app);
-enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED, IDEM_M_COMPLETED };
+enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED, IDEM_M_COMPLETED,
+	IDEM_M_EVENTS_EVICTED };
+/* A webhook delivery attempt of an event of topic (dispatcher.c). */
+enum idem_event_metric {
+	IDEM_EV_DELIVERED,	/* a 2xx answer */
+	IDEM_EV_FAILED,		/* an attempt that failed */
+	IDEM_EV_DEAD,		/* a delivery given up */
+	IDEM_EV__COUNT
+};
+void	idem_metrics_event(idem_app *app, const char *topic,
+	    enum idem_event_metric which);
+/* An event's commit to its endpoint's 2xx took seconds. */
+void	idem_metrics_event_latency(idem_app *app, double seconds);
 int	idem_metrics_handler(idem_req *req, void *arg);
 
 /* Outcome of a request, for logs and metrics. */
@@ -271,6 +284,9 @@ struct idem_req {
 	char			*hvalue[IDEM_MAX_HEADERS];
 	int			 replayed;
 	enum idem_outcome	 outcome;
+
+	/* outbox.c: the events enqueued, "point\0type\0" each */
+	struct idem_buf		 events;
 };
 
 /* request.c: is addr in the comma/blank-separated address list? */
@@ -426,5 +442,22 @@ int	idem_janitor_stop(idem_app *app, const struct timespec *deadline);
  */
 int	idem_complete_abandoned(idem_app *app, long max, long *completed,
 	    long *left);
+
+/*
+ * dispatcher.c: the outbox's deliveries on a thread of their own
+ * ([webhooks] dispatcher), or one run apart (PROGRAM deliver).
+ */
+int	idem_dispatcher_start(idem_app *app);
+/* Wake and join it, waiting until deadline (CLOCK_REALTIME) at most: 0,
+ * or -1 when it is still in a delivery. */
+int	idem_dispatcher_stop(idem_app *app, const struct timespec *deadline);
+/* Deliver what is due (at most max deliveries; 0: until none is due) and
+ * evict a batch; fills the counts.  IDEM_RC_OK, or IDEM_RC_FAIL when the
+ * database was not available. */
+struct idem_deliver_counts {
+	long	delivered, failed, dead, evicted;
+};
+int	idem_deliver_run(idem_app *app, long max,
+	    struct idem_deliver_counts *counts);
 
 #endif /* IDEM_PRIVATE_H */

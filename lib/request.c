@@ -326,6 +326,7 @@ idem_req_release(idem_req *req)
 	idem_buf_free(&req->resp);
 	idem_buf_free(&req->canon);
 	idem_buf_free(&req->fpcanon);
+	idem_buf_free(&req->events);
 	if (req->json != NULL)
 		yajl_tree_free(req->json);
 	req->json = NULL;

@@ -15,7 +15,8 @@
 #                         from its package-lock.json, once (again only when
 #                         the lock file changed): tests/openapi/run.py's
 #                         redocly, openapi-typescript, typescript and
-#                         openapi-fetch, in tests/openapi/node_modules
+#                         openapi-fetch, and tests/direct/webhook_sig.py's
+#                         standardwebhooks, in tests/openapi/node_modules
 #   deps_for_suite        everything the whole suite needs: build, run,
 #                         every server fixture, every unit test (the
 #                         comma locale), the sanitizer/valgrind/fuzz

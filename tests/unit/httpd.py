@@ -13,7 +13,9 @@ client can reuse a connection; it counts the connections it accepted.
   GET  /slow           the answer after 5 s
   GET  /big/N          N bytes of "a" with a Content-Length
   GET  /chunked/N      N bytes of "a", chunked (no length announced)
-  GET  /connections    {"connections": connections accepted so far}
+  GET  /redirect       302 to /hello, {"redirect": true}
+  GET  /connections    {"connections": connections accepted so far,
+                        "requests": requests other than this one so far}
 
 Standard library only.
 """
@@ -27,6 +29,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 CONNECTIONS = 0
+REQUESTS = 0
 LOCK = threading.Lock()
 
 
@@ -53,8 +56,18 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def count(self):
+        global REQUESTS
+        if self.path != "/connections":
+            with LOCK:
+                REQUESTS += 1
+
     def do_GET(self):
+        self.count()
         p = self.path
+        if p == "/redirect":
+            return self.answer(302, {"redirect": True},
+                               extra=[("Location", "/hello")])
         if p == "/hello":
             return self.answer(200, {"hello": "world", "n": 3},
                                extra=[("X-Test", "yes")])
@@ -81,11 +94,12 @@ class Handler(BaseHTTPRequestHandler):
             return None
         if p == "/connections":
             with LOCK:
-                n = CONNECTIONS
-            return self.answer(200, {"connections": n})
+                n, r = CONNECTIONS, REQUESTS
+            return self.answer(200, {"connections": n, "requests": r})
         return self.answer(404, {"error": "no such resource"})
 
     def do_POST(self):
+        self.count()
         n = int(self.headers.get("Content-Length") or "0")
         raw = self.rfile.read(n)
         if self.path == "/echo":

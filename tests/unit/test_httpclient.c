@@ -2,7 +2,8 @@
  * test_httpclient.c - the outbound HTTP client (idem_http_*): its pure
  * decisions from tables, then real calls to a Python HTTP server on
  * loopback (tests/unit/httpd.py), plain and over TLS with a self-signed
- * certificate made here with openssl.
+ * certificate made here with openssl; destinations refused when private
+ * addresses are not allowed, and redirects not followed.
  */
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -10,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +109,115 @@ json_str(yajl_val doc, const char *name)
 	return v != NULL ? YAJL_GET_STRING(v) : NULL;
 }
 
+/* Which destinations a call with private addresses refused may reach. */
+static const struct {
+	const char	*addr;
+	int		 want;	/* 1: public */
+} addrs[] = {
+	{ "8.8.8.8", 1 },
+	{ "1.1.1.1", 1 },
+	{ "93.184.215.14", 1 },
+	{ "0.0.0.0", 0 },
+	{ "0.1.2.3", 0 },
+	{ "1.0.0.0", 1 },
+	{ "9.255.255.255", 1 },
+	{ "10.0.0.1", 0 },
+	{ "10.255.255.255", 0 },
+	{ "11.0.0.0", 1 },
+	{ "100.63.255.255", 1 },
+	{ "100.64.0.0", 0 },
+	{ "100.127.255.255", 0 },
+	{ "100.128.0.0", 1 },
+	{ "126.255.255.255", 1 },
+	{ "127.0.0.1", 0 },
+	{ "127.255.255.254", 0 },
+	{ "128.0.0.0", 1 },
+	{ "169.254.169.254", 0 },	/* cloud metadata */
+	{ "169.253.255.255", 1 },
+	{ "169.255.0.0", 1 },
+	{ "172.15.255.255", 1 },
+	{ "172.16.0.0", 0 },
+	{ "172.31.255.255", 0 },
+	{ "172.32.0.0", 1 },
+	{ "192.0.0.8", 0 },
+	{ "192.0.2.1", 0 },
+	{ "192.0.3.1", 1 },
+	{ "192.88.99.1", 0 },
+	{ "192.167.255.255", 1 },
+	{ "192.168.0.1", 0 },
+	{ "192.168.255.255", 0 },
+	{ "192.169.0.0", 1 },
+	{ "198.17.255.255", 1 },
+	{ "198.18.0.1", 0 },
+	{ "198.19.255.255", 0 },
+	{ "198.20.0.0", 1 },
+	{ "198.51.100.7", 0 },
+	{ "203.0.113.9", 0 },
+	{ "223.255.255.255", 1 },
+	{ "224.0.0.1", 0 },
+	{ "239.255.255.250", 0 },
+	{ "240.0.0.1", 0 },
+	{ "255.255.255.255", 0 },
+	{ "2606:4700:4700::1111", 1 },
+	{ "2a00:1450:4001:80b::200e", 1 },
+	{ "::", 0 },
+	{ "::1", 0 },
+	{ "::8.8.8.8", 0 },		/* IPv4-compatible, deprecated */
+	{ "::ffff:127.0.0.1", 0 },
+	{ "::ffff:10.1.2.3", 0 },
+	{ "::ffff:169.254.169.254", 0 },
+	{ "::ffff:8.8.8.8", 1 },
+	{ "64:ff9b::8.8.8.8", 1 },	/* NAT64 of a public address */
+	{ "64:ff9b::192.168.1.1", 0 },
+	{ "64:ff9b::127.0.0.1", 0 },
+	{ "64:ff9b:1::8.8.8.8", 0 },	/* local-use NAT64 */
+	{ "100::1", 0 },		/* discard */
+	{ "2001::1", 0 },		/* Teredo */
+	{ "2001:1ff:ffff::1", 0 },	/* end of 2001::/23 */
+	{ "2001:200::1", 1 },
+	{ "2001:db8::1", 0 },
+	{ "2002:0808:0808::1", 1 },	/* 6to4 of 8.8.8.8 */
+	{ "2002:c0a8:0101::1", 0 },	/* 6to4 of 192.168.1.1 */
+	{ "2002:7f00:0001::1", 0 },	/* 6to4 of 127.0.0.1 */
+	{ "3fff::1", 0 },		/* documentation (RFC 9637) */
+	{ "3fff:1000::1", 1 },
+	{ "4000::1", 0 },		/* outside 2000::/3 */
+	{ "fc00::1", 0 },
+	{ "fd12:3456::1", 0 },
+	{ "fe80::1", 0 },
+	{ "febf::1", 0 },
+	{ "fec0::1", 0 },		/* site-local, deprecated */
+	{ "ff02::1", 0 },
+	{ "ff0e::1", 0 },
+	{ "1fff:ffff::1", 0 },
+};
+
+static void
+test_addrs(void)
+{
+	struct sockaddr_storage	 ss;
+	struct sockaddr_in	*s4 = (struct sockaddr_in *)(void *)&ss;
+	struct sockaddr_in6	*s6 = (struct sockaddr_in6 *)(void *)&ss;
+	size_t			 i;
+
+	for (i = 0; i < sizeof(addrs) / sizeof(addrs[0]); i++) {
+		memset(&ss, 0, sizeof(ss));
+		if (inet_pton(AF_INET, addrs[i].addr, &s4->sin_addr) == 1)
+			ss.ss_family = AF_INET;
+		else if (inet_pton(AF_INET6, addrs[i].addr,
+		    &s6->sin6_addr) == 1)
+			ss.ss_family = AF_INET6;
+		TAP_OK(ss.ss_family != 0 && idem_http_addr_public(
+		    (struct sockaddr *)&ss) == addrs[i].want,
+		    "addr_public(%s) = %d", addrs[i].addr, addrs[i].want);
+	}
+	memset(&ss, 0, sizeof(ss));
+	ss.ss_family = AF_UNIX;
+	TAP_OK(idem_http_addr_public((struct sockaddr *)&ss) == 0,
+	    "addr_public of another family = 0");
+	TAP_OK(idem_http_addr_public(NULL) == 0, "addr_public(NULL) = 0");
+}
+
 static void
 test_decisions(void)
 {
@@ -185,6 +296,9 @@ test_decisions(void)
 		    hdr[i].name : "NULL", hdr[i].want);
 	TAP_STREQ(idem_http_rc_name((enum idem_http_rc)99), "unknown",
 	    "rc_name of a value out of the enum");
+	TAP_STREQ(idem_http_rc_name(IDEM_HTTP_REFUSED), "refused",
+	    "rc_name(IDEM_HTTP_REFUSED)");
+	test_addrs();
 }
 
 static void
@@ -297,7 +411,8 @@ test_plain(const struct server *s)
 	    "422: IDEM_HTTP_STATUS with the answer");
 	idem_http_resp_free(r);
 
-	/* A timeout within the time given. */
+	/* A timeout within the time given (no request: the handle's own,
+	 * as a call outside any request has). */
 	snprintf(url, sizeof(url), "%s/slow", base);
 	h = idem_http_new("GET", url);
 	idem_http_timeout_ms(h, 300);
@@ -340,6 +455,147 @@ test_plain(const struct server *s)
 	/* Not http(s). */
 	TAP_OK(call("GET", "file:///etc/passwd", &r) == IDEM_HTTP_FAIL,
 	    "a file:// URL: IDEM_HTTP_FAIL");
+}
+
+/* One GET on a thread of its own: a thread's first call has no kept-alive
+ * connection, so it opens one (or is refused opening it). */
+struct job {
+	const char		*url;
+	int			 allow;		/* -1: the default */
+	enum idem_http_rc	 rc;
+	long			 status;
+	char			 err[256];
+	long long		 connections, requests;
+};
+
+static void
+job_run(struct job *jb)
+{
+	idem_http	*h = idem_http_new("GET", jb->url);
+	idem_http_resp	*r = NULL;
+
+	if (jb->allow != -1)
+		idem_http_allow_private(h, jb->allow);
+	jb->rc = idem_http_send(h, NULL, &r, jb->err, sizeof(jb->err));
+	jb->status = idem_http_resp_status(r);
+	jb->connections = json_int(idem_http_resp_json(r), "connections");
+	jb->requests = json_int(idem_http_resp_json(r), "requests");
+	idem_http_resp_free(r);
+	idem_http_free(h);
+}
+
+static void *
+job_thread(void *arg)
+{
+	job_run(arg);
+	return NULL;
+}
+
+static void
+job_fresh(struct job *jb)
+{
+	pthread_t	t;
+
+	if (pthread_create(&t, NULL, job_thread, jb) != 0) {
+		jb->rc = IDEM_HTTP_FAIL;
+		return;
+	}
+	pthread_join(t, NULL);
+}
+
+/* What the server has seen: (connections, requests), on a fresh thread
+ * (its own connection is counted, its request not). */
+static void
+seen(const char *base, long long *conns, long long *reqs)
+{
+	char		url[128];
+	struct job	jb = { url, -1, 0, 0, "", -1, -1 };
+
+	snprintf(url, sizeof(url), "%s/connections", base);
+	job_fresh(&jb);
+	*conns = jb.connections;
+	*reqs = jb.requests;
+}
+
+static void
+test_private(const struct server *s)
+{
+	char		 base[64], lbase[64], u1[128], u2[128], u3[128];
+	struct job	 jb;
+	long long	 c0, r0, c1, r1;
+	idem_http	*h;
+	idem_http_resp	*r = NULL;
+	const char	*b;
+
+	snprintf(base, sizeof(base), "http://127.0.0.1:%d", s->port);
+	snprintf(lbase, sizeof(lbase), "http://localhost:%d", s->port);
+	snprintf(u1, sizeof(u1), "%s/hello", base);
+	snprintf(u2, sizeof(u2), "%s/hello", lbase);
+
+	/* Refused: an address, then a name resolving to loopback; the
+	 * server accepts no connection and reads no request. */
+	seen(base, &c0, &r0);
+	jb = (struct job){ u1, 0, 0, 0, "", -1, -1 };
+	job_fresh(&jb);
+	TAP_OK(jb.rc == IDEM_HTTP_REFUSED && jb.status == 0,
+	    "allow_private off, 127.0.0.1: IDEM_HTTP_REFUSED (%s)", jb.err);
+	TAP_OK(strncmp(jb.err, "refused: GET ", 13) == 0 &&
+	    strstr(jb.err, "127.0.0.1 is not a public address") != NULL,
+	    "err names the call and the address");
+	jb = (struct job){ u2, 0, 0, 0, "", -1, -1 };
+	job_fresh(&jb);
+	TAP_OK(jb.rc == IDEM_HTTP_REFUSED,
+	    "allow_private off, localhost: IDEM_HTTP_REFUSED (%s)", jb.err);
+	seen(base, &c1, &r1);
+	TAP_OK(c0 > 0 && c1 == c0 + 1 && r1 == r0, "the server saw no "
+	    "connection and no request (connections %lld -> %lld, only the "
+	    "count's own; requests %lld -> %lld)", c0, c1, r0, r1);
+
+	/* Allowed: the default, and on after off. */
+	jb = (struct job){ u1, -1, 0, 0, "", -1, -1 };
+	job_fresh(&jb);
+	TAP_OK(jb.rc == IDEM_HTTP_OK && jb.status == 200,
+	    "by default, 127.0.0.1: 200 (%s)", jb.err);
+	h = idem_http_new("GET", u2);
+	idem_http_allow_private(h, 0);
+	idem_http_allow_private(h, 1);
+	TAP_OK(idem_http_send(h, NULL, &r, NULL, 0) == IDEM_HTTP_OK &&
+	    idem_http_resp_status(r) == 200, "allow_private on again, "
+	    "localhost: 200");
+	idem_http_resp_free(r);
+	idem_http_free(h);
+
+	/* A connection kept alive by an allowed call is not reused by a
+	 * refused one: nothing is sent on it. */
+	seen(base, &c0, &r0);
+	jb = (struct job){ u1, 1, 0, 0, "", -1, -1 };
+	job_run(&jb);				/* this thread: kept alive */
+	TAP_OK(jb.rc == IDEM_HTTP_OK, "allowed call, connection kept");
+	jb = (struct job){ u1, 0, 0, 0, "", -1, -1 };
+	job_run(&jb);
+	TAP_OK(jb.rc == IDEM_HTTP_REFUSED, "refused call on the same thread: "
+	    "IDEM_HTTP_REFUSED (%s)", jb.err);
+	seen(base, &c1, &r1);
+	TAP_OK(r1 == r0 + 1, "the server read 1 request, the allowed one "
+	    "(%lld -> %lld)", r0, r1);
+
+	/* A redirect is answered as it is, not followed. */
+	snprintf(u3, sizeof(u3), "%s/redirect", base);
+	seen(base, &c0, &r0);
+	h = idem_http_new("GET", u3);
+	TAP_OK(idem_http_send(h, NULL, &r, NULL, 0) == IDEM_HTTP_STATUS &&
+	    idem_http_resp_status(r) == 302, "a 302: IDEM_HTTP_STATUS, 302");
+	TAP_STREQ(idem_http_resp_header(r, "Location"), "/hello",
+	    "its Location is there");
+	b = idem_http_resp_body(r, NULL);
+	TAP_OK(b != NULL && strstr(b, "redirect") != NULL &&
+	    strstr(b, "hello") == NULL, "the body is the 302's");
+	idem_http_resp_free(r);
+	idem_http_free(h);
+	seen(base, &c1, &r1);
+	TAP_OK(r1 == r0 + 1, "the server read 1 request: /hello was not "
+	    "asked for (%lld -> %lld)", r0, r1);
+
 }
 
 static void
@@ -421,6 +677,7 @@ main(void)
 		return TAP_DONE();
 	}
 	test_plain(&s);
+	test_private(&s);
 	server_stop(&s);
 	test_refused();
 	snprintf(dir, sizeof(dir), "%s/idem-httpclient-XXXXXX",
