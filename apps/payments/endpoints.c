@@ -20,7 +20,7 @@ static const struct idem_member event_type = { .name = "*",
 
 const struct idem_body endpoint_body = { (const struct idem_member[]){
 	{ .name = "url", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED,
-	  .min = 1, .max = 2048, .check = payments_endpoint_url,
+	  .min = 1, .max = 2048, .check = idem_webhook_url_check,
 	  .doc = "http or https, where the events are POSTed" },
 	{ .name = "events", .type = IDEM_T_ARRAY,
 	  .flags = IDEM_REQUIRED | IDEM_UNIQUE, .min = 1, .max = EVENT_TYPES,

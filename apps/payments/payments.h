@@ -37,7 +37,5 @@ int	healthz(idem_req *req, void *arg);
 int	endpoints_create(idem_req *req, void *arg);
 int	endpoints_list(idem_req *req, void *arg);
 int	endpoints_delete(idem_req *req, void *arg);
-/* The url member's last rule: what the library accepts as an endpoint. */
-int	payments_endpoint_url(yajl_val v, char *why, size_t whylen);
 
 #endif

@@ -38,8 +38,8 @@ from webhook_receiver import Receiver, verify  # noqa: E402
 DB = "idem_webhooks"
 DEADLINE = 30 if not os.environ.get("IDEM_APP_WRAPPER") else 120
 # The dispatcher's retries, small so that the checks take seconds.
-WEBHOOKS = "[webhooks]\nallow_private = on\nbackoff = 100ms\n" \
-    "backoff_max = 500ms\n"
+WEBHOOKS = "[webhooks]\nallow_private = on\ninterval = 100ms\n" \
+    "backoff = 100ms\nbackoff_max = 500ms\n"
 
 
 def body_of(raw):

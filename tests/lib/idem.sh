@@ -29,6 +29,14 @@ lease = 5m
 ttl = 7d
 # a member a client may change between retries (tests/integration/s_exclude.py)
 fingerprint_exclude = /metadata/trace_id
+
+[webhooks]
+# the demo's and the tests' receivers listen on 127.0.0.1, which the
+# default (off) refuses; retries within seconds (tests/integration/s_webhooks.py)
+allow_private = on
+interval = 100ms
+backoff = 200ms
+backoff_max = 1s
 EOF
 }
 

@@ -42,7 +42,7 @@ def _(t):
         env.fx["main"].wait_ready()
         wait_until(lambda: env.db.scalar(
             "select d.state from idem_deliveries d join idem_events e on "
-            "e.id = d.event_id where e.api_key_id = %d" % tenant.id)
+            "e.id = d.event where e.api_key_id = %d" % tenant.id)
             == "delivered", DEADLINE, "the delivery recorded delivered")
         got = rcv.of_object(pid, "payment.succeeded")
         t.expect(got, "no delivery of %s" % pid)
