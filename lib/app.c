@@ -129,7 +129,7 @@ static void
 usage(const char *name)
 {
 	fprintf(stderr, "usage: %s [-c config] [-l address] [-t threads] "
-	    "[complete [max]]\n", name);
+	    "[complete [max] | deliver [max]]\n", name);
 }
 
 int
@@ -160,21 +160,25 @@ idem_app_init(idem_app *app, int argc, char *argv[])
 			usage(argv[0]);
 			return 2;
 		}
-	/* "complete [max]": one completer run instead of serving. */
+	/* "complete [max]": one completer run instead of serving;
+	 * "deliver [max]": one run of the outbox's dispatcher. */
 	if (optind < argc) {
-		if (strcmp(argv[optind], "complete") != 0 ||
+		if ((strcmp(argv[optind], "complete") != 0 &&
+		    strcmp(argv[optind], "deliver") != 0) ||
 		    argc - optind > 2) {
 			usage(argv[0]);
 			return 2;
 		}
-		app->command = "complete";
-		app->command_max = 100;
+		app->command = strcmp(argv[optind], "complete") == 0 ?
+		    "complete" : "deliver";
+		app->command_max = strcmp(app->command, "complete") == 0 ?
+		    100 : 10000;
 		if (argc - optind == 2) {
 			app->command_max = strtol(argv[optind + 1], &end, 10);
 			if (*end != '\0' || app->command_max < 1 ||
 			    app->command_max > 1000000) {
-				fprintf(stderr, "%s: complete: max is 1 to "
-				    "1000000\n", argv[0]);
+				fprintf(stderr, "%s: %s: max is 1 to "
+				    "1000000\n", argv[0], app->command);
 				return 2;
 			}
 		}
@@ -224,6 +228,24 @@ complete_command(idem_app *app)
 	}
 	printf("completed %ld keys, %ld left\n", completed, left);
 	return left == 0 ? 0 : 1;
+}
+
+/* "deliver": one run of the dispatcher (what is due, up to max
+ * deliveries, and an eviction), its counts on stdout; exit status 0
+ * unless the database was not available. */
+static int
+deliver_command(idem_app *app)
+{
+	struct idem_deliver_counts	c;
+
+	if (idem_deliver_run(app, app->command_max, &c) != IDEM_RC_OK) {
+		fprintf(stderr, "%s: deliver: the database is not available\n",
+		    app->name);
+		return 1;
+	}
+	printf("delivered %ld, failed %ld (dead %ld), evicted %ld events\n",
+	    c.delivered, c.failed, c.dead, c.evicted);
+	return 0;
 }
 
 /*
@@ -332,6 +354,8 @@ idem_app_run(idem_app *app)
 
 	if ((rc = idem_app_prepare(app)) != 0)
 		return rc;
+	if (app->command != NULL && strcmp(app->command, "deliver") == 0)
+		return deliver_command(app);
 	if (app->command != NULL)
 		return complete_command(app);
 	return idem_runtime_run(app, app->listen != NULL ? app->listen :

@@ -155,7 +155,7 @@ struct idem_app {
 	struct idem_router	 router;
 	struct idem_pool	*pool;
 	char			*listen;	/* -l */
-	const char		*command;	/* "complete", or NULL: serve */
+	const char		*command;	/* "complete", "deliver", or NULL */
 	long			 command_max;	/* complete: at most this many */
 	struct idem_metrics	*metrics;
 	struct idem_authc	*authc;		/* NULL: no cache */

@@ -209,7 +209,8 @@ idem_runtime_run(idem_app *app, const char *addr)
 	    idem_heartbeat_interval(idem_cfg_lease_min(&app->cfg)),
 	    n + IDEM_HEARTBEAT_SPARE);
 	if (n == 0 || app->heartbeat == NULL ||
-	    idem_janitor_start(app) == -1) {
+	    idem_janitor_start(app) == -1 ||
+	    idem_dispatcher_start(app) == -1) {
 		idem_log(IDEM_LOG_ERROR, "runtime: cannot start threads");
 		return 1;
 	}
@@ -244,6 +245,10 @@ idem_runtime_run(idem_app *app, const char *addr)
 		    "%s", strerror(errno));
 	/* Stops between batches; the drain's deadline bounds the wait. */
 	if (idem_janitor_stop(app, &dl) == -1)
+		drained = 0;
+	/* Stops between deliveries; one in flight ends within the drain
+	 * or is left to its hold (taken, due again later). */
+	if (idem_dispatcher_stop(app, &dl) == -1)
 		drained = 0;
 	idem_metrics_listen_stop(app);
 

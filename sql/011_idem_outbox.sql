@@ -174,6 +174,19 @@ LANGUAGE sql VOLATILE AS $$
 	  RETURNING d.state = 'dead'
 $$;
 
+-- idem_outbox_release: a dispatcher that stops gives back delivery p_id,
+-- taken for attempt p_attempts and not attempted: due at once, the
+-- attempt not counted.
+CREATE FUNCTION idem_outbox_release(p_id bigint, p_attempts integer)
+RETURNS boolean
+LANGUAGE sql VOLATILE AS $$
+	UPDATE idem_deliveries d SET attempts = d.attempts - 1,
+	    next_attempt_at = now()
+	  WHERE d.id = p_id AND d.state = 'pending'
+	    AND d.attempts = p_attempts
+	  RETURNING true
+$$;
+
 -- idem_outbox_evict: up to p_limit events of which no delivery is pending
 -- and none ended within p_retention_ms (without deliveries: made that
 -- long ago), deleted with their deliveries.  Several processes may evict

@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+"""outbox.py - the outbox's dispatcher (lib/dispatcher.c) against a real
+receiver on loopback (http.server, [webhooks] allow_private = on), a real
+payments.fcgi (its dispatcher thread) and `payments.fcgi deliver` (runs
+apart), and PostgreSQL.  Events are enqueued with the library's SQL
+function (sql/011) in transactions of the test's own, committed or rolled
+back; the routes that enqueue are the payments sample's.  Checks: one
+delivery with the Standard Webhooks headers and a signature computed here;
+a rolled-back event never leaves; 500s retried at growing intervals then
+delivered; max_attempts -> dead; two deliver processes never deliver one
+event twice; kill -9 with a delivery in flight -> delivered after the
+restart with the same webhook-id; private destinations refused by default;
+the metrics; eviction after retention; the startup checks.  Prints TAP.
+Usage: outbox.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
+"""
+
+import argparse
+import base64
+import hashlib
+import hmac
+import http.server
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True
+from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
+                    ok, scrape, wait_for, write)
+
+KEY = b"outbox-test-key-0123456789abcdef"
+SECRET = "whsec_" + base64.b64encode(KEY).decode()
+
+
+class Receiver:
+    """An HTTP server on loopback recording every POST: (path, headers,
+    body, time).  answer(path, n) -> the status for the n-th (1-based)
+    request on path; hold(path) keeps requests to path unanswered until
+    release()."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.got = []
+        self.plans = {}
+        self.held = set()
+        self.gate = threading.Event()
+        rcv = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(n)
+                with rcv.lock:
+                    rcv.got.append((self.path, dict(
+                        (k.lower(), v) for k, v in self.headers.items()),
+                        body, time.time()))
+                    count = sum(1 for g in rcv.got if g[0] == self.path)
+                    plan = rcv.plans.get(self.path)
+                    held = self.path in rcv.held
+                if held:
+                    rcv.gate.wait(60)
+                st = plan(count) if plan else 200
+                try:
+                    self.send_response(st)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                except OSError:
+                    pass    # the dispatcher was killed meanwhile
+
+            def log_message(self, *args):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def on(self, path):
+        with self.lock:
+            return [g for g in self.got if g[0] == path]
+
+    def ids(self, path):
+        return [g[1].get("webhook-id") for g in self.on(path)]
+
+    def stop(self):
+        self.gate.set()
+        self.srv.shutdown()
+
+
+def sign(msg_id, ts, body):
+    mac = hmac.new(KEY, b"%s.%s.%s" % (msg_id.encode(), ts.encode(), body),
+                   hashlib.sha256).digest()
+    return "v1," + base64.b64encode(mac).decode()
+
+
+def endpoint(d, tenant, url, types):
+    return d.sql("INSERT INTO idem_webhook_endpoints (api_key_id, url, "
+                 "types, secret) VALUES (%s, '%s', ARRAY[%s], '%s') "
+                 "RETURNING id" % (tenant, url, ",".join(
+                     "'%s'" % t for t in types), SECRET))
+
+
+NEXT = [0]
+
+
+def enqueue(d, tenant, etype, data="{}", rollback=False):
+    """An event committed (or rolled back) in a transaction of its own;
+    its id."""
+    NEXT[0] += 1
+    eid = "evt_test%06d_%d" % (NEXT[0], os.getpid())
+    body = json.dumps({"id": eid, "type": etype, "created": int(time.time()),
+                       "data": json.loads(data)})
+    d.sql("BEGIN; SELECT idem_outbox_enqueue('%s', %s, '%s', '%s'); %s;" %
+          (eid, tenant, etype, body.replace("'", "''"),
+           "ROLLBACK" if rollback else "COMMIT"))
+    return eid
+
+
+def state(d, eid):
+    return d.sql("SELECT d.state || ' ' || d.attempts || ' ' || "
+                 "coalesce(d.last_status::text, '-') FROM idem_deliveries d "
+                 "JOIN idem_events e ON e.id = d.event WHERE e.event_id = "
+                 "'%s'" % eid)
+
+
+def metric(text, name, topic):
+    m = re.search(r'(?m)^%s\{topic="%s"\} (\d+)$' % (name, re.escape(topic)),
+                  text)
+    return int(m.group(1)) if m else None
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for o in ("builddir", "srcdir", "pghost", "pgport"):
+        p.add_argument("--" + o, required=True)
+    a = p.parse_args()
+    tmp = tempfile.mkdtemp(prefix="outbox-")
+    name = "outbox_%d" % os.getpid()
+    d = Db(a.pghost, a.pgport, name)
+    d.sql("CREATE DATABASE %s" % name, db="postgres")
+    rcv = Receiver()
+    app = None
+    fcgi = os.path.join(a.builddir, "apps/payments/payments.fcgi")
+    mport = free_port()
+    webhooks = ("[webhooks]\nallow_private = on\ninterval = 50ms\n"
+                "timeout = 2s\nbackoff = 200ms\nbackoff_max = 5s\n"
+                "max_attempts = 3\nbatch = 5\n")
+    conf = os.path.join(tmp, "app.ini")
+    write(conf, conf_text(a.pghost, a.pgport, name,
+                          "[server]\nlog_level = info\n"
+                          "[metrics]\nlisten = 127.0.0.1:%d\n%s" %
+                          (mport, webhooks)))
+    try:
+        secret = api_key(a.builddir, a.srcdir, conf, "outbox")
+        tenant = d.sql("SELECT max(id) FROM api_keys")
+
+        # --- startup checks of [webhooks] -------------------------------
+        bad = os.path.join(tmp, "bad.ini")
+        write(bad, conf_text(a.pghost, a.pgport, name, "[webhooks]\n"
+                             "backoff = 10s\nbackoff_max = 1s\n"))
+        r = subprocess.run([fcgi, "-c", bad, "deliver"], capture_output=True,
+                           text=True, timeout=20)
+        ok(r.returncode == 1 and "bad.ini:5: [webhooks] backoff_max must "
+           "be at least backoff" in r.stderr, "backoff_max below backoff "
+           "is refused with file:line", (r.returncode, r.stderr))
+        write(bad, conf_text(a.pghost, a.pgport, name, "[webhooks]\n"
+                             "dispatcher = maybe\n"))
+        r = subprocess.run([fcgi, "-c", bad, "deliver"], capture_output=True,
+                           text=True, timeout=20)
+        ok(r.returncode == 1 and "bad.ini:4: dispatcher must be on or off"
+           in r.stderr, "dispatcher = maybe is refused with file:line",
+           (r.returncode, r.stderr))
+
+        # --- delivered once, signed -------------------------------------
+        endpoint(d, tenant, rcv.url("/one"), ["t.one", "t.barrier"])
+        app = App(a.builddir, conf, os.path.join(tmp, "app.sock"),
+                  os.path.join(tmp, "app.log"))
+        t0 = time.time()
+        eid = enqueue(d, tenant, "t.one", '{"amount": 250}')
+        ok(wait_for(lambda: state(d, eid) == "delivered 1 200", 15),
+           "a committed event is delivered by the app's dispatcher thread",
+           state(d, eid))
+        got = rcv.on("/one")
+        body = d.sql("SELECT body FROM idem_events WHERE event_id = '%s'" %
+                     eid).encode()
+        h = got[0][1] if got else {}
+        ok(len(got) == 1 and got[0][2] == body, "the receiver got it once, "
+           "the body as stored", got)
+        ok(h.get("webhook-id") == eid, "webhook-id is the event id", h)
+        ts = h.get("webhook-timestamp", "")
+        ok(ts.isdigit() and abs(int(ts) - t0) < 30,
+           "webhook-timestamp is now in unix seconds", ts)
+        ok(h.get("webhook-signature") == sign(eid, ts, body),
+           "webhook-signature is v1, HMAC-SHA256 of id.timestamp.body "
+           "under the endpoint's secret (computed here)", h)
+        ok(h.get("content-type") == "application/json",
+           "content-type application/json", h)
+
+        # --- rolled back: never leaves ------------------------------------
+        gone = enqueue(d, tenant, "t.one", rollback=True)
+        mark = enqueue(d, tenant, "t.barrier")
+        ok(wait_for(lambda: mark in rcv.ids("/one"), 15),
+           "an event committed after a rolled-back one is delivered")
+        ok(gone not in rcv.ids("/one") and d.sql(
+           "SELECT count(*) FROM idem_events WHERE event_id = '%s'" %
+           gone) == "0", "the rolled-back event never left, nor exists")
+        ok(rcv.ids("/one").count(eid) == 1, "the first event was delivered "
+           "once only", rcv.ids("/one"))
+
+        # --- 500, 500, 500 -> retried at growing intervals -> 200 ----------
+        # max_attempts 3 would kill it: this endpoint's events live under a
+        # deliver run with more attempts (below); the thread's gets 2 x 500.
+        rcv.plans["/flaky"] = lambda n: 500 if n <= 2 else 200
+        endpoint(d, tenant, rcv.url("/flaky"), ["t.flaky"])
+        fl = enqueue(d, tenant, "t.flaky")
+        ok(wait_for(lambda: state(d, fl) == "delivered 3 200", 20),
+           "a receiver answering 500 twice: delivered at the 3rd attempt",
+           state(d, fl))
+        times = [g[3] for g in rcv.on("/flaky")]
+        gaps = [b - c for b, c in zip(times[1:], times)]
+        ok(len(gaps) == 2 and gaps[1] > gaps[0] and gaps[0] >= 0.09,
+           "the retries come at growing intervals (backoff 200ms doubled, "
+           "jittered): %s" % ["%.3f" % g for g in gaps])
+        ok(set(rcv.ids("/flaky")) == {fl}, "the same webhook-id on every "
+           "attempt", rcv.ids("/flaky"))
+
+        # --- always 500 -> dead after max_attempts ------------------------
+        rcv.plans["/down"] = lambda n: 500
+        endpoint(d, tenant, rcv.url("/down"), ["t.dead"])
+        dead = enqueue(d, tenant, "t.dead")
+        ok(wait_for(lambda: state(d, dead) == "dead 3 500", 20),
+           "always 500: dead after max_attempts = 3", state(d, dead))
+        ok(len(rcv.on("/down")) == 3, "the receiver saw 3 attempts",
+           len(rcv.on("/down")))
+        ok(d.sql("SELECT last_error FROM idem_deliveries d JOIN idem_events e"
+                 " ON e.id = d.event WHERE e.event_id = '%s'" % dead) ==
+           "HTTP 500", "its last error is kept")
+
+        # --- the metrics ---------------------------------------------------
+        st, text = scrape(mport)
+        ok(st == 200 and metric(text, "idem_events_delivered_total",
+                                "t.one") == 1 and
+           metric(text, "idem_events_delivered_total", "t.barrier") == 1 and
+           metric(text, "idem_events_delivered_total", "t.flaky") == 1 and
+           metric(text, "idem_events_failed_total", "t.flaky") == 2 and
+           metric(text, "idem_events_failed_total", "t.dead") == 3 and
+           metric(text, "idem_events_dead_total", "t.dead") == 1,
+           "delivered, failed and dead totals by topic",
+           re.findall(r"(?m)^idem_events_.*$", text))
+        m = re.search(r"(?m)^idem_event_delivery_seconds_count (\d+)$", text)
+        ok(m is not None and int(m.group(1)) == 3, "the latency histogram "
+           "counts the 3 deliveries", m and m.group(0))
+        ok(re.search(r"(?m)^idem_events_pending 0$", text) and re.search(
+           r"(?m)^idem_events_oldest_pending_seconds 0$", text),
+           "nothing pending now", re.findall(r"(?m)^idem_events_[op].*$",
+                                             text))
+
+        # --- kill -9 with a delivery in flight -> delivered after restart --
+        rcv.held.add("/held")
+        endpoint(d, tenant, rcv.url("/held"), ["t.held"])
+        kd = enqueue(d, tenant, "t.held")
+        ok(wait_for(lambda: len(rcv.on("/held")) == 1, 15),
+           "a delivery is in flight (the receiver holds it)")
+        app.proc.send_signal(signal.SIGKILL)
+        app.proc.wait(timeout=10)
+        rcv.held.discard("/held")
+        rcv.gate.set()
+        ok(state(d, kd).startswith("pending 1"), "after kill -9 it is "
+           "pending, its attempt counted", state(d, kd))
+        os.unlink(os.path.join(tmp, "app.sock"))
+        app = App(a.builddir, conf, os.path.join(tmp, "app.sock"),
+                  os.path.join(tmp, "app2.log"))
+        ok(wait_for(lambda: state(d, kd) == "delivered 2 200", 30),
+           "the restarted app delivers it once its hold lapsed",
+           state(d, kd))
+        ok(rcv.ids("/held") == [kd, kd], "the same webhook-id both times "
+           "(the receiver deduplicates on it)", rcv.ids("/held"))
+
+        # --- SIGTERM: the dispatcher stops with the drain ------------------
+        t1 = time.time()
+        rc = app.stop()
+        ok(rc == 0 and time.time() - t1 < 5, "SIGTERM: exit 0 within the "
+           "drain (%.2f s)" % (time.time() - t1), rc)
+        app = None
+
+        # --- two deliver processes at once: each event once ----------------
+        rcv.plans["/many"] = lambda n: (time.sleep(0.002), 200)[1]
+        endpoint(d, tenant, rcv.url("/many"), ["t.many"])
+        d.sql("INSERT INTO idem_events (event_id, api_key_id, type, body) "
+              "SELECT 'evt_many_' || g, %s, 't.many', '{\"n\":' || g || '}' "
+              "FROM generate_series(1, 300) g; "
+              "INSERT INTO idem_deliveries (event, endpoint) SELECT e.id, w.id "
+              "FROM idem_events e, idem_webhook_endpoints w WHERE e.type = "
+              "'t.many' AND w.url LIKE '%%/many'" % tenant)
+        two = os.path.join(tmp, "two.ini")
+        write(two, conf_text(a.pghost, a.pgport, name, webhooks))
+        procs = [subprocess.Popen([fcgi, "-c", two, "deliver"],
+                                  stdout=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+        outs = [pr.communicate(timeout=120)[0] for pr in procs]
+        counts = [int(m.group(1)) for m in (re.search(r"delivered (\d+)", o)
+                                            for o in outs) if m]
+        ids = rcv.ids("/many")
+        ok(len(ids) == 300 and len(set(ids)) == 300,
+           "two deliver processes at once: 300 events, each received once "
+           "(%d requests, %d ids)" % (len(ids), len(set(ids))))
+        ok(len(counts) == 2 and sum(counts) == 300 and min(counts) > 0,
+           "both delivered a share: %s" % counts, outs)
+        ok(d.sql("SELECT count(*) FROM idem_deliveries WHERE state = "
+                 "'delivered' AND attempts = 1 AND endpoint = (SELECT id FROM "
+                 "idem_webhook_endpoints WHERE url LIKE '%/many')") == "300",
+           "each recorded delivered at its first attempt")
+
+        # --- private destinations refused by default -----------------------
+        priv = os.path.join(tmp, "private.ini")
+        write(priv, conf_text(a.pghost, a.pgport, name,
+                              "[webhooks]\nbackoff = 1s\n"))
+        endpoint(d, tenant, rcv.url("/private"), ["t.private"])
+        pv = enqueue(d, tenant, "t.private")
+        r = subprocess.run([fcgi, "-c", priv, "deliver"], capture_output=True,
+                           text=True, timeout=30)
+        err = d.sql("SELECT last_error FROM idem_deliveries d JOIN "
+                    "idem_events e ON e.id = d.event WHERE e.event_id = "
+                    "'%s'" % pv)
+        ok(r.returncode == 0 and "failed 1" in r.stdout and
+           rcv.on("/private") == [] and err.startswith("refused"),
+           "allow_private off (the default): a loopback endpoint is refused,"
+           " nothing reaches it", (r.stdout, err))
+
+        # --- eviction after retention --------------------------------------
+        ev = os.path.join(tmp, "evict.ini")
+        write(ev, conf_text(a.pghost, a.pgport, name, "[webhooks]\n"
+                            "retention = 1s\n"))
+        before = int(d.sql("SELECT count(*) FROM idem_events"))
+        d.sql("UPDATE idem_deliveries SET ended_at = now() - interval '2s' "
+              "WHERE state <> 'pending'; UPDATE idem_events SET created_at = "
+              "now() - interval '2s'")
+        r = subprocess.run([fcgi, "-c", ev, "deliver", "1"],
+                           capture_output=True, text=True, timeout=30)
+        left = d.sql("SELECT string_agg(e.event_id, ',') FROM idem_events e")
+        m = re.search(r"evicted (\d+) events", r.stdout)
+        ok(m is not None and int(m.group(1)) == before - 1 and left == pv,
+           "retention: delivered and dead events evicted (%s of %d), the "
+           "pending one kept" % (m and m.group(1), before), (r.stdout, left))
+    finally:
+        if app is not None:
+            app.stop()
+        rcv.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            d.sql("DROP DATABASE %s" % name, db="postgres")
+        except subprocess.CalledProcessError:
+            pass
+    return done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
