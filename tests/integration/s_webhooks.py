@@ -6,7 +6,8 @@ of the check's own (so no other check's payments reach it), the app's own
 dispatcher thread delivering.  Every wait is for a condition, with a
 deadline.  Signatures are checked by Python's hmac (webhook_receiver.py)
 and, when tests/openapi/node_modules has it, by the npm package
-standardwebhooks (verify_webhook.js): neither shares code with libidem."""
+standardwebhooks (tests/direct/webhook_sig.js): neither shares code with
+libidem."""
 
 import base64
 import json
@@ -76,51 +77,52 @@ class Hook:
     def delivery_rows(self, event_id):
         return self.t.db.rows(
             "select d.state, d.attempts from idem_deliveries d join "
-            "idem_events e on e.id = d.event_id where e.event_id = %s"
+            "idem_events e on e.id = d.event where e.event_id = %s"
             % q(event_id))
 
 
-def _standardwebhooks():
-    """NODE_PATH for the npm package standardwebhooks, or None."""
-    tests = os.path.dirname(HERE)
-    for d in (os.path.join(tests, "openapi", "node_modules"),
-              os.path.join(tests, "node_modules")):
-        if os.path.isdir(os.path.join(d, "standardwebhooks")):
-            return d
-    return None
+# The reference library's side (tests/direct/webhook_sig.js, shared with
+# tests/direct/webhook_sig.py), and the package it loads.
+SIG_JS = os.path.join(os.path.dirname(HERE), "direct", "webhook_sig.js")
+MODULE = os.path.join(os.path.dirname(HERE), "openapi", "node_modules",
+                      "standardwebhooks")
 
 
 def expect_signed(t, secret, d):
     """d carries the Standard Webhooks headers and a signature valid for
-    secret, checked by two implementations that are not libidem's."""
+    secret, checked by two implementations that are not libidem's:
+    Python's hmac and the npm package standardwebhooks."""
     for h in ("webhook-id", "webhook-timestamp", "webhook-signature"):
         t.expect(d.headers.get(h), "the delivery has no %s header: %r"
                  % (h, d.headers))
     why = verify(secret, d.id, d.timestamp, d.signature, d.body)
     t.expect(why is None, "Python hmac: %s" % why)
-    # A wrong secret must fail: the check can fail.
+    # Another secret must fail: the check can fail.
     other = "whsec_" + base64.b64encode(b"x" * 24).decode()
     t.expect(verify(other, d.id, d.timestamp, d.signature, d.body)
              is not None, "the signature also verifies under another key")
-    nm = _standardwebhooks()
     node = shutil.which("node")
-    if nm is None or node is None:
-        t.note("standardwebhooks not installed (tests/openapi: npm ci): "
-               "verified with Python's hmac only")
+    if node is None or not os.path.isfile(os.path.join(MODULE,
+                                                       "package.json")):
+        t.note("standardwebhooks not installed (npm ci in tests/openapi: "
+               "tests/lib/deps.sh): verified with Python's hmac only")
         return
-    for key, want in ((secret, 0), (other, 1)):
-        p = subprocess.run(
-            [node, os.path.join(HERE, "verify_webhook.js")],
-            input=json.dumps({"secret": key, "headers": {
-                "webhook-id": d.id, "webhook-timestamp": d.timestamp,
-                "webhook-signature": d.signature},
-                "body": base64.b64encode(d.body).decode()}).encode(),
-            capture_output=True, timeout=60,
-            env=dict(os.environ, NODE_PATH=nm))
-        t.expect(p.returncode == want, "standardwebhooks with %s key: "
-                 "exit %d: %s%s" % ("the endpoint's" if want == 0 else
-                                    "another", p.returncode,
-                                    p.stdout.decode(), p.stderr.decode()))
+    cases = [{"op": "verify", "secret": key, "id": d.id,
+              "ts": d.timestamp, "sigs": d.signature,
+              "body": base64.b64encode(d.body).decode()}
+             for key in (secret, other)]
+    p = subprocess.run([node, SIG_JS], input=json.dumps(
+        {"module": MODULE, "cases": cases}).encode(), capture_output=True,
+        timeout=60)
+    try:
+        res = json.loads(p.stdout)
+    except ValueError:
+        raise Failed("webhook_sig.js: exit %d: %s" % (
+            p.returncode, p.stderr.decode(errors="replace")))
+    t.expect(res[0].get("ok") is True, "standardwebhooks refuses the "
+             "delivery: %s" % res[0].get("error"))
+    t.expect(res[1].get("ok") is False, "standardwebhooks accepts it "
+             "under another secret")
     t.note("signature verified by Python's hmac and standardwebhooks")
 
 
