@@ -169,7 +169,8 @@ def main():
         r.app.proc.send_signal(signal.SIGKILL)
         r.app.proc.wait(10)
         r.app = None
-        ok(rcv.got(wid) == [], "nothing delivered before the kill -9")
+        ok(rcv.got(wid) == [], "nothing delivered before the kill -9",
+           rcv.got(wid))
         rcv.start()
         r.app = r.start()
         got = wait_for(lambda: delivered(rcv, pay.get("id"),

@@ -39,7 +39,7 @@ import hashlib
 import hmac
 import http.server
 import json
-import os
+import socket
 import sys
 import threading
 import time
@@ -107,6 +107,7 @@ class Receiver:
         self.released = threading.Event()
         self.released.set()
         self.waiting = 0            # deliveries held now (hold())
+        self.conns = set()          # open connections (kept alive)
         self.server = None
         self.thread = None
         self.start()
@@ -120,6 +121,16 @@ class Receiver:
 
         class H(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                with rcv.lock:
+                    rcv.conns.add(self.connection)
+
+            def finish(self):
+                with rcv.lock:
+                    rcv.conns.discard(self.connection)
+                super().finish()
 
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
@@ -166,12 +177,20 @@ class Receiver:
         self.thread.start()
 
     def stop(self):
-        """Stop listening: connections are refused until start()."""
+        """Stop listening and close the connections kept alive: new ones
+        are refused until start()."""
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
             self.thread.join(10)
             self.server = None
+        with self.lock:
+            conns = list(self.conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def hold(self):
         self.released.clear()
