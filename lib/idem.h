@@ -516,8 +516,11 @@ int		 idem_req_defer_args(idem_req *req, const char *sql,
  * counts the events of this type in this request (in this phase, whose
  * recovery point is appended, on a phased route): the same operation
  * gives the same id, also re-executed after a takeover.  id (may be NULL)
- * receives it (IDEM_EVENT_ID_MAX bytes).  Idempotent routes only.  0, or
- * -1 (logged; the handler returns -1 and the transaction rolls back).
+ * receives it (IDEM_EVENT_ID_MAX bytes).  Idempotent routes only.  The
+ * statement is deferred (idem_req_defer()): it goes out with the commit,
+ * in its round trip, and counts as one of the request's deferred
+ * statements.  0, or -1 (logged; the handler returns -1 and the
+ * transaction rolls back).
  */
 int		 idem_req_enqueue(idem_req *req, const char *type,
 		    const char *data, size_t len, char *id, size_t idlen);
