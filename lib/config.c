@@ -1073,25 +1073,14 @@ key_line(const struct parse *ps, const char *name)
 	return 0;
 }
 
-/* [webhooks]: what no single key's range can say. */
+/* [webhooks]: what no single key's range can say (a duration is never
+ * 0: the parser refuses it). */
 static int
 check_webhooks(struct parse *ps)
 {
 	const struct idem_cfg	*c = ps->cfg;
 	unsigned long		 l;
 
-	if (c->wh_interval_ms <= 0)
-		return perr(ps, key_line(ps, "interval"), "[webhooks] interval "
-		    "must be more than 0");
-	if (c->wh_timeout_ms <= 0)
-		return perr(ps, key_line(ps, "timeout"), "[webhooks] timeout "
-		    "must be more than 0");
-	if (c->wh_backoff_ms <= 0)
-		return perr(ps, key_line(ps, "backoff"), "[webhooks] backoff "
-		    "must be more than 0");
-	if (c->wh_retention_ms <= 0)
-		return perr(ps, key_line(ps, "retention"), "[webhooks] "
-		    "retention must be more than 0");
 	if (c->wh_backoff_max_ms < c->wh_backoff_ms) {
 		l = key_line(ps, "backoff_max");
 		return perr(ps, l != 0 ? l : key_line(ps, "backoff"),

@@ -23,6 +23,8 @@
 /* The eviction batches one run makes at most, so that a backlog of old
  * events delays no delivery for long; the next run goes on. */
 #define EVICT_BATCHES	10
+/* The longest pause between polls while the database fails. */
+#define ERROR_PAUSE_MS	30000
 
 struct idem_dispatcher {
 	pthread_t	 th;
@@ -72,7 +74,8 @@ exec(idem_app *app, const char *sql, int n, const char *const *vals)
 
 /*
  * Call the endpoint of row: the status of its answer (0: none), err saying
- * why it is not a 2xx; *hopeless when it cannot succeed.
+ * why it is not a 2xx; *hopeless when it cannot succeed; -1 when the call
+ * was abandoned because the process is stopping.
  */
 static int
 call(idem_app *app, const PGresult *t, int row, int *hopeless, char *err,
@@ -115,6 +118,7 @@ call(idem_app *app, const PGresult *t, int row, int *hopeless, char *err,
 	idem_http_timeout_ms(h, c->wh_timeout_ms);
 	idem_http_max_body(h, c->wh_max_response);
 	idem_http_allow_private(h, c->wh_allow_private);
+	idem_http_cancel_on(h, &app->stopping);
 	why[0] = '\0';
 	/* No request: the handle's timeout bounds the call. */
 	rc = idem_http_send(h, NULL, &resp, why, sizeof(why));
@@ -127,6 +131,10 @@ call(idem_app *app, const PGresult *t, int row, int *hopeless, char *err,
 		snprintf(err, errlen, "%s: %s", idem_http_rc_name(rc), why);
 	idem_http_resp_free(resp);
 	idem_http_free(h);
+	/* Abandoned for a stop: not an attempt that failed. */
+	if (rc != IDEM_HTTP_OK && rc != IDEM_HTTP_STATUS &&
+	    atomic_load(&app->stopping))
+		return -1;
 	return status;
 }
 
@@ -140,8 +148,21 @@ topic_of(const PGresult *t, int row)
 	return idem_event_type_ok(type) ? type : "other";
 }
 
-/* Deliver row and record what became of it. */
-static enum idem_attempt
+/* Give back what was taken and not attempted (stopping): due at once,
+ * its attempt not counted. */
+static void
+give_back(idem_app *app, const PGresult *t, int row)
+{
+	const char	*vals[2] = { PQgetvalue(t, row, C_ID),
+			    PQgetvalue(t, row, C_ATTEMPTS) };
+
+	PQclear(exec(app, "SELECT idem_outbox_release($1::bigint, "
+	    "$2::integer)", 2, vals));
+}
+
+/* Deliver row and record what became of it: an enum idem_attempt, or -1
+ * when the call was abandoned (stopping) and the delivery given back. */
+static int
 deliver_one(idem_app *app, const PGresult *t, int row)
 {
 	const struct idem_cfg	*c = &app->cfg;
@@ -156,6 +177,10 @@ deliver_one(idem_app *app, const PGresult *t, int row)
 
 	err[0] = '\0';
 	status = call(app, t, row, &hopeless, err, sizeof(err));
+	if (status == -1) {
+		give_back(app, t, row);
+		return -1;
+	}
 	attempts = strtol(PQgetvalue(t, row, C_ATTEMPTS), NULL, 10);
 	age = strtoll(PQgetvalue(t, row, C_AGE), NULL, 10);
 	a = idem_attempt_outcome(status, hopeless, attempts,
@@ -198,18 +223,6 @@ deliver_one(idem_app *app, const PGresult *t, int row)
 		    "attempt %ld failed (%s), again in %s ms",
 		    PQgetvalue(t, row, C_EVENT), vals[0], attempts, err, delay);
 	return a;
-}
-
-/* Give back what was taken and not attempted (stopping): due at once,
- * its attempt not counted. */
-static void
-give_back(idem_app *app, const PGresult *t, int row)
-{
-	const char	*vals[2] = { PQgetvalue(t, row, C_ID),
-			    PQgetvalue(t, row, C_ATTEMPTS) };
-
-	PQclear(exec(app, "SELECT idem_outbox_release($1::bigint, "
-	    "$2::integer)", 2, vals));
 }
 
 /* Evict up to EVICT_BATCHES batches: the events evicted, or -1. */
@@ -268,6 +281,8 @@ batch(idem_app *app, long limit, struct idem_deliver_counts *counts)
 			continue;
 		}
 		switch (deliver_one(app, t, i)) {
+		case -1:
+			break;
 		case IDEM_ATTEMPT_DELIVERED:
 			counts->delivered++;
 			break;
@@ -331,8 +346,8 @@ dispatcher_main(void *arg)
 	idem_app		*app = arg;
 	struct idem_dispatcher	*d = app->dispatcher;
 	struct idem_deliver_counts counts;
-	long long		 next_evict = 0, now;
-	long			 n;
+	long long		 next_evict = 0, now, wait_ms;
+	long			 n, errors = 0;
 
 	memset(&counts, 0, sizeof(counts));
 	while (!pause_ms(d, 0)) {
@@ -343,11 +358,19 @@ dispatcher_main(void *arg)
 				next_evict = now +
 				    app->cfg.evict_interval_ms * 1000;
 		}
-		/* A full batch: more may be due at once.  A database error
-		 * or nothing due: poll again an interval later. */
+		/* A full batch: more may be due at once.  Nothing due: poll
+		 * again an interval later; a database error: later and later
+		 * (up to ERROR_PAUSE_MS), so that a database down for a while
+		 * is not asked, and logged, every interval. */
 		if (n == app->cfg.wh_batch)
 			continue;
-		if (pause_ms(d, app->cfg.wh_interval_ms))
+		errors = n == -1 ? errors + 1 : 0;
+		wait_ms = app->cfg.wh_interval_ms;
+		if (errors > 0)
+			wait_ms = idem_backoff_ms(errors, wait_ms,
+			    wait_ms > ERROR_PAUSE_MS ? wait_ms : ERROR_PAUSE_MS,
+			    jitter_rnd());
+		if (pause_ms(d, wait_ms))
 			break;
 	}
 	pthread_mutex_lock(&d->mu);

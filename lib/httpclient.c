@@ -34,6 +34,7 @@ struct idem_http {
 	char		*ca_file;
 	int		 allow_private;	/* 0: public destinations only */
 	int		 failed;	/* a setter failed: send refuses */
+	atomic_int	*cancel;	/* set: abandon the call (stopping) */
 };
 
 struct idem_http_hdr {
@@ -689,6 +690,28 @@ guard_prereq(void *arg, char *primary_ip, char *local_ip, int primary_port,
 	return CURL_PREREQFUNC_ABORT;
 }
 
+void
+idem_http_cancel_on(idem_http *h, atomic_int *flag)
+{
+	if (h != NULL)
+		h->cancel = flag;
+}
+
+/* libcurl's progress callback, about once a second even while nothing
+ * moves: non-zero abandons the transfer. */
+static int
+on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
+    curl_off_t ultotal, curl_off_t ulnow)
+{
+	atomic_int	*flag = arg;
+
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	return flag != NULL && atomic_load(flag) ? 1 : 0;
+}
+
 static int
 set_options(CURL *c, const idem_http *h, struct curl_slist *lines,
     idem_http_resp *r, long long ms, char *errbuf, struct guard *g)
@@ -734,6 +757,13 @@ set_options(CURL *c, const idem_http *h, struct curl_slist *lines,
 	    CURLE_OK;
 	bad |= curl_easy_setopt(c, CURLOPT_HEADERDATA, r) != CURLE_OK;
 	bad |= curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf) != CURLE_OK;
+	/* Set on every call: the thread's handle is reused by the next. */
+	bad |= curl_easy_setopt(c, CURLOPT_NOPROGRESS, h->cancel == NULL ?
+	    1L : 0L) != CURLE_OK;
+	bad |= curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress) !=
+	    CURLE_OK;
+	bad |= curl_easy_setopt(c, CURLOPT_XFERINFODATA, h->cancel) !=
+	    CURLE_OK;
 	if (h->has_body) {
 		bad |= curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
 		    (curl_off_t)h->body_len) != CURLE_OK;

@@ -340,7 +340,7 @@ struct idem_cfg {
 	long long		 wh_timeout_ms;		/* 10 s */
 	size_t			 wh_max_response;	/* 64 KiB */
 	long			 wh_max_attempts;	/* 100, 0: no limit */
-	long long		 wh_max_age_ms;		/* 3 d, 0: no limit */
+	long long		 wh_max_age_ms;		/* 3 d */
 	long long		 wh_backoff_ms;		/* 5 s */
 	long long		 wh_backoff_max_ms;	/* 1 h */
 	long long		 wh_retention_ms;	/* 7 d */

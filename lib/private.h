@@ -443,6 +443,11 @@ int	idem_janitor_stop(idem_app *app, const struct timespec *deadline);
 int	idem_complete_abandoned(idem_app *app, long max, long *completed,
 	    long *left);
 
+/* httpclient.c: abandon h's call as soon as *flag is set (within about a
+ * second; it then fails with IDEM_HTTP_FAIL): a stopping process's
+ * dispatcher does not wait for a slow endpoint. */
+void	idem_http_cancel_on(idem_http *h, atomic_int *flag);
+
 /*
  * dispatcher.c: the outbox's deliveries on a thread of their own
  * ([webhooks] dispatcher), or one run apart (PROGRAM deliver).

@@ -1,7 +1,8 @@
 /*
  * idemctl.c - operations on an idem store: migrate, API keys, evict,
- * reclaim, stats, complete, and one key's record (show, retry, abandon).  Reads the same config file as the FastCGI
- * app.
+ * reclaim, stats, complete, one key's record (show, retry, abandon), and
+ * the outbox's events (list, show, retry, purge).  Reads the same config
+ * file as the FastCGI app.
  */
 #include <sys/stat.h>
 
@@ -28,7 +29,13 @@ usage(void)
 	    "       idemctl [-c config] reclaim\n"
 	    "       idemctl [-c config] stats\n"
 	    "       idemctl [-c config] complete --app PROGRAM [MAX]\n"
-	    "       idemctl [-c config] key show|retry|abandon TENANT KEY\n");
+	    "       idemctl [-c config] key show|retry|abandon TENANT KEY\n"
+	    "       idemctl [-c config] events list [--pending|--dead|"
+	    "--delivered] [--limit N]\n"
+	    "       idemctl [-c config] events show EVENT_ID\n"
+	    "       idemctl [-c config] events retry EVENT_ID|DELIVERY\n"
+	    "       idemctl [-c config] events purge --older-than DURATION "
+	    "[--batch N] [--max-batches M]\n");
 }
 
 static double
@@ -355,6 +362,287 @@ cmd_key(PGconn *db, const struct idem_db_settings *cfg, int argc,
 	return rc;
 }
 
+/* --- events (sql/011's outbox) ------------------------------------------ */
+
+#define EVENTS_LIMIT		100	/* events list without --limit */
+#define EVENTS_LIMIT_MAX	10000
+#define EVENT_BODY_SHOWN	4096	/* events show: the body's first bytes */
+
+/*
+ * Deliveries, one line each.  Pending ones oldest first (where a backlog
+ * starts), the others newest first; one row more than the limit says
+ * that there are more.
+ */
+static const char sql_events_list[] =
+	"SELECT d.id, e.event_id, e.type, a.name, d.endpoint, d.state,"
+	" d.attempts, d.next_attempt_at, coalesce(d.last_status::text, '-'),"
+	" d.created_at, coalesce(d.ended_at::text, '-'),"
+	" coalesce(left(d.last_error, 200), '-')"
+	" FROM idem_deliveries d JOIN idem_events e ON e.id = d.event"
+	" JOIN api_keys a ON a.id = e.api_key_id"
+	" WHERE $1::text IS NULL OR d.state = $1"
+	" ORDER BY CASE WHEN $1 = 'pending' THEN d.id END,"
+	"   d.id DESC LIMIT $2";
+
+static int
+events_list(PGconn *db, int argc, char **argv)
+{
+	const char	*vals[2], *state = NULL;
+	char		 lim[24];
+	PGresult	*r;
+	long		 limit = EVENTS_LIMIT;
+	int		 i, n;
+
+	for (i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--pending") == 0 && state == NULL)
+			state = "pending";
+		else if (strcmp(argv[i], "--dead") == 0 && state == NULL)
+			state = "dead";
+		else if (strcmp(argv[i], "--delivered") == 0 && state == NULL)
+			state = "delivered";
+		else if (strcmp(argv[i], "--limit") == 0 && i + 1 < argc) {
+			if (num_arg(argv[++i], &limit) == -1 ||
+			    limit > EVENTS_LIMIT_MAX)
+				return usage(), 2;
+		} else
+			return usage(), 2;
+	}
+	snprintf(lim, sizeof(lim), "%ld", limit + 1);
+	vals[0] = state;
+	vals[1] = lim;
+	r = PQexecParams(db, sql_events_list, 2, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "idemctl: events list: %s", PQerrorMessage(db));
+		PQclear(r);
+		return 1;
+	}
+	n = PQntuples(r);
+	for (i = 0; i < n && i < limit; i++)
+		printf("delivery=%s event=%s type=%s tenant=%s endpoint=%s "
+		    "state=%s attempts=%s next_attempt_at=%s last_status=%s "
+		    "created_at=%s ended_at=%s error=%s\n",
+		    PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
+		    PQgetvalue(r, i, 2), PQgetvalue(r, i, 3),
+		    PQgetvalue(r, i, 4), PQgetvalue(r, i, 5),
+		    PQgetvalue(r, i, 6), PQgetvalue(r, i, 7),
+		    PQgetvalue(r, i, 8), PQgetvalue(r, i, 9),
+		    PQgetvalue(r, i, 10), PQgetvalue(r, i, 11));
+	if (n > limit)
+		printf("(more than %ld deliveries: --limit N shows more)\n",
+		    limit);
+	PQclear(r);
+	return 0;
+}
+
+static const char sql_event_show[] =
+	"SELECT e.id, e.event_id, a.name, e.type, e.created_at,"
+	" octet_length(e.body), left(e.body, $2)"
+	" FROM idem_events e JOIN api_keys a ON a.id = e.api_key_id"
+	" WHERE e.event_id = $1";
+
+/* An event's deliveries: one per endpoint subscribed when it was made. */
+static const char sql_event_deliveries[] =
+	"SELECT d.id, d.endpoint, w.url,"
+	" CASE WHEN w.deleted_at IS NULL THEN 'live' ELSE 'deleted' END,"
+	" d.state, d.attempts, d.next_attempt_at,"
+	" coalesce(d.last_status::text, '-'),"
+	" coalesce(d.delivered_at::text, '-'), coalesce(d.ended_at::text, '-'),"
+	" coalesce(d.last_error, '-')"
+	" FROM idem_deliveries d JOIN idem_webhook_endpoints w"
+	"   ON w.id = d.endpoint"
+	" WHERE d.event = $1 ORDER BY d.id LIMIT 1000";
+
+static int
+events_show(PGconn *db, const char *event_id)
+{
+	static const char *const label[] = { "id", "event_id", "tenant",
+	    "type", "created_at", "body_bytes", "body" };
+	const char	*vals[2];
+	char		 max[24];
+	PGresult	*r, *d;
+	int		 i;
+
+	snprintf(max, sizeof(max), "%d", EVENT_BODY_SHOWN);
+	vals[0] = event_id;
+	vals[1] = max;
+	r = PQexecParams(db, sql_event_show, 2, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "idemctl: events show: %s", PQerrorMessage(db));
+		PQclear(r);
+		return 1;
+	}
+	if (PQntuples(r) == 0) {
+		fprintf(stderr, "idemctl: events show: no event '%s'\n",
+		    event_id);
+		PQclear(r);
+		return 1;
+	}
+	vals[0] = PQgetvalue(r, 0, 0);
+	d = PQexecParams(db, sql_event_deliveries, 1, NULL, vals, NULL, NULL,
+	    0);
+	if (PQresultStatus(d) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "idemctl: events show: %s", PQerrorMessage(db));
+		PQclear(d);
+		PQclear(r);
+		return 1;
+	}
+	for (i = 0; i < 7; i++)
+		printf("%-12s %s%s\n", label[i], PQgetvalue(r, 0, i),
+		    i == 6 && atol(PQgetvalue(r, 0, 5)) > EVENT_BODY_SHOWN ?
+		    " (...)" : "");
+	printf("deliveries   %d\n", PQntuples(d));
+	for (i = 0; i < PQntuples(d); i++)
+		printf("delivery=%s endpoint=%s url=%s endpoint_state=%s "
+		    "state=%s attempts=%s next_attempt_at=%s last_status=%s "
+		    "delivered_at=%s ended_at=%s error=%s\n",
+		    PQgetvalue(d, i, 0), PQgetvalue(d, i, 1),
+		    PQgetvalue(d, i, 2), PQgetvalue(d, i, 3),
+		    PQgetvalue(d, i, 4), PQgetvalue(d, i, 5),
+		    PQgetvalue(d, i, 6), PQgetvalue(d, i, 7),
+		    PQgetvalue(d, i, 8), PQgetvalue(d, i, 9),
+		    PQgetvalue(d, i, 10));
+	PQclear(d);
+	PQclear(r);
+	return 0;
+}
+
+/*
+ * Due now: the dead or pending deliveries of an event (evt_...) or one
+ * delivery (its number), to endpoints not deleted.  A dead one starts its
+ * schedule again (attempts 0: max_attempts more, within max_age of the
+ * event's creation, so one past max_age gets one attempt); a pending one
+ * keeps its count and only skips its backoff.  Delivered ones stay.
+ */
+static const char sql_events_retry[] =
+	"WITH t AS (SELECT d.id, d.state FROM idem_deliveries d"
+	"   JOIN idem_webhook_endpoints w ON w.id = d.endpoint"
+	"   WHERE w.deleted_at IS NULL AND d.state IN ('pending', 'dead')"
+	"   AND CASE WHEN $1 LIKE 'evt\\_%' THEN d.event ="
+	"     (SELECT id FROM idem_events WHERE event_id = $1)"
+	"     ELSE d.id::text = $1 END"
+	"   ORDER BY d.id FOR UPDATE OF d)"
+	" UPDATE idem_deliveries d SET state = 'pending', ended_at = NULL,"
+	"   attempts = CASE WHEN t.state = 'dead' THEN 0 ELSE d.attempts END,"
+	"   next_attempt_at = now()"
+	" FROM t WHERE d.id = t.id RETURNING d.id, t.state, d.endpoint";
+
+static int
+events_retry(PGconn *db, const char *what)
+{
+	const char	*vals[1] = { what };
+	PGresult	*r;
+	int		 i, n;
+
+	r = PQexecParams(db, sql_events_retry, 1, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "idemctl: events retry: %s",
+		    PQerrorMessage(db));
+		PQclear(r);
+		return 1;
+	}
+	if ((n = PQntuples(r)) == 0) {
+		fprintf(stderr, "idemctl: events retry: no dead or pending "
+		    "delivery of '%s' to a live endpoint\n", what);
+		PQclear(r);
+		return 1;
+	}
+	for (i = 0; i < n; i++)
+		printf("delivery %s to endpoint %s: %s, due now%s\n",
+		    PQgetvalue(r, i, 0), PQgetvalue(r, i, 2),
+		    PQgetvalue(r, i, 1), strcmp(PQgetvalue(r, i, 1), "dead")
+		    == 0 ? " (pending again, attempts reset)" : "");
+	PQclear(r);
+	return 0;
+}
+
+/*
+ * Events whose deliveries all ended (delivered or dead) longer than
+ * DURATION ago, deleted with their deliveries: sql/011's eviction with
+ * that retention, a batch per transaction, until a batch is short or
+ * --max-batches were run.  The duration is PostgreSQL's interval syntax
+ * (7d, 12h, 30m, "2 days").
+ */
+static int
+events_purge(PGconn *db, const struct idem_db_settings *cfg, int argc,
+    char **argv)
+{
+	const char	*dur = NULL, *vals[2];
+	char		 ms[32], lim[24];
+	long		 batch = cfg->evict_batch, max = 0, n, total = 0, runs;
+	PGresult	*r;
+	double		 t0;
+	int		 i;
+
+	for (i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--older-than") == 0 && i + 1 < argc)
+			dur = argv[++i];
+		else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
+			if (num_arg(argv[++i], &batch) == -1)
+				return usage(), 2;
+		} else if (strcmp(argv[i], "--max-batches") == 0 &&
+		    i + 1 < argc) {
+			if (num_arg(argv[++i], &max) == -1)
+				return usage(), 2;
+		} else
+			return usage(), 2;
+	}
+	if (dur == NULL || strlen(dur) > 64)
+		return usage(), 2;
+	vals[0] = dur;
+	r = PQexecParams(db, "SELECT (extract(epoch FROM $1::interval)"
+	    " * 1000)::bigint", 1, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 ||
+	    PQgetvalue(r, 0, 0)[0] == '-') {
+		fprintf(stderr, "idemctl: events purge: --older-than %s: %s",
+		    dur, PQresultStatus(r) == PGRES_TUPLES_OK ?
+		    "a negative duration\n" : PQerrorMessage(db));
+		PQclear(r);
+		return 2;
+	}
+	snprintf(ms, sizeof(ms), "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	snprintf(lim, sizeof(lim), "%ld", batch);
+	vals[0] = ms;
+	vals[1] = lim;
+	t0 = now_s();
+	for (runs = 0; max == 0 || runs < max; runs++) {
+		r = PQexecParams(db, "SELECT idem_outbox_evict($1, $2)", 2,
+		    NULL, vals, NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			fprintf(stderr, "idemctl: events purge: %s",
+			    PQerrorMessage(db));
+			PQclear(r);
+			printf("purged %ld events before the error\n", total);
+			return 1;
+		}
+		n = atol(PQgetvalue(r, 0, 0));
+		PQclear(r);
+		total += n;
+		if (n < batch)
+			break;
+	}
+	printf("purged %ld events (with their deliveries) ended more than %s "
+	    "ago, in %.3f s\n", total, dur, now_s() - t0);
+	return 0;
+}
+
+static int
+cmd_events(PGconn *db, const struct idem_db_settings *cfg, int argc,
+    char **argv)
+{
+	if (argc >= 2 && strcmp(argv[1], "list") == 0)
+		return events_list(db, argc, argv);
+	if (argc == 3 && strcmp(argv[1], "show") == 0 &&
+	    strlen(argv[2]) > 0 && strlen(argv[2]) <= 255)
+		return events_show(db, argv[2]);
+	if (argc == 3 && strcmp(argv[1], "retry") == 0 &&
+	    strlen(argv[2]) > 0 && strlen(argv[2]) <= 255)
+		return events_retry(db, argv[2]);
+	if (argc >= 2 && strcmp(argv[1], "purge") == 0)
+		return events_purge(db, cfg, argc, argv);
+	return usage(), 2;
+}
+
 /*
  * The completer runs the application's own handlers, which live in its
  * program, not here: run PROGRAM -c CONF complete [MAX] in our place.
@@ -409,7 +697,8 @@ main(int argc, char *argv[])
 		return cmd_complete(conf, argc, argv);
 	if (strcmp(argv[0], "migrate") != 0 && strcmp(argv[0], "api-key") != 0
 	    && strcmp(argv[0], "evict") != 0 && strcmp(argv[0], "reclaim") != 0
-	    && strcmp(argv[0], "stats") != 0 && strcmp(argv[0], "key") != 0)
+	    && strcmp(argv[0], "stats") != 0 && strcmp(argv[0], "key") != 0
+	    && strcmp(argv[0], "events") != 0)
 		return usage(), 2;
 	if ((db = idem_db_open(conf, &cfg, err, sizeof(err))) == NULL) {
 		fprintf(stderr, "idemctl: %s\n", err);
@@ -427,6 +716,8 @@ main(int argc, char *argv[])
 		rc = cmd_stats(db);
 	else if (strcmp(argv[0], "key") == 0)
 		rc = cmd_key(db, &cfg, argc, argv);
+	else if (strcmp(argv[0], "events") == 0)
+		rc = cmd_events(db, &cfg, argc, argv);
 	else {
 		usage();
 		rc = 2;

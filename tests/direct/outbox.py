@@ -49,8 +49,7 @@ class Receiver:
         self.lock = threading.Lock()
         self.got = []
         self.plans = {}
-        self.held = set()
-        self.gate = threading.Event()
+        self.held = {}      # path -> the Event that releases it
         rcv = self
 
         class H(http.server.BaseHTTPRequestHandler):
@@ -63,9 +62,9 @@ class Receiver:
                         body, time.time()))
                     count = sum(1 for g in rcv.got if g[0] == self.path)
                     plan = rcv.plans.get(self.path)
-                    held = self.path in rcv.held
-                if held:
-                    rcv.gate.wait(60)
+                    gate = rcv.held.get(self.path)
+                if gate is not None:
+                    gate.wait(60)
                 st = plan(count) if plan else 200
                 try:
                     self.send_response(st)
@@ -93,8 +92,19 @@ class Receiver:
     def ids(self, path):
         return [g[1].get("webhook-id") for g in self.on(path)]
 
+    def hold(self, path):
+        with self.lock:
+            self.held[path] = threading.Event()
+
+    def release(self, path):
+        with self.lock:
+            gate = self.held.pop(path, None)
+        if gate is not None:
+            gate.set()
+
     def stop(self):
-        self.gate.set()
+        for path in list(self.held):
+            self.release(path)
         self.srv.shutdown()
 
 
@@ -267,15 +277,14 @@ def main():
                                              text))
 
         # --- kill -9 with a delivery in flight -> delivered after restart --
-        rcv.held.add("/held")
+        rcv.hold("/held")
         endpoint(d, tenant, rcv.url("/held"), ["t.held"])
         kd = enqueue(d, tenant, "t.held")
         ok(wait_for(lambda: len(rcv.on("/held")) == 1, 15),
            "a delivery is in flight (the receiver holds it)")
         app.proc.send_signal(signal.SIGKILL)
         app.proc.wait(timeout=10)
-        rcv.held.discard("/held")
-        rcv.gate.set()
+        rcv.release("/held")
         ok(state(d, kd).startswith("pending 1"), "after kill -9 it is "
            "pending, its attempt counted", state(d, kd))
         os.unlink(os.path.join(tmp, "app.sock"))
@@ -287,12 +296,35 @@ def main():
         ok(rcv.ids("/held") == [kd, kd], "the same webhook-id both times "
            "(the receiver deduplicates on it)", rcv.ids("/held"))
 
-        # --- SIGTERM: the dispatcher stops with the drain ------------------
+        # --- SIGTERM during a call: abandoned, given back, exit 0 in time --
+        rcv.hold("/slow")
+        endpoint(d, tenant, rcv.url("/slow"), ["t.slow"])
+        sl = enqueue(d, tenant, "t.slow")
+        ok(wait_for(lambda: len(rcv.on("/slow")) == 1, 15),
+           "a delivery is in flight to a receiver that does not answer")
+        def gauges():
+            text = scrape(mport)[1]
+            m = re.search(r"(?m)^idem_events_oldest_pending_seconds "
+                          r"([0-9.]+)$", text)
+            return (re.search(r"(?m)^idem_events_pending 1$", text) and m
+                    and float(m.group(1)) >= 1.0), re.findall(
+                        r"(?m)^idem_events_[op].*$", text)
+        ok(wait_for(lambda: gauges()[0], 10), "the gauges: one pending, "
+           "its age growing past a second", gauges()[1])
         t1 = time.time()
         rc = app.stop()
-        ok(rc == 0 and time.time() - t1 < 5, "SIGTERM: exit 0 within the "
-           "drain (%.2f s)" % (time.time() - t1), rc)
+        took = time.time() - t1
+        rcv.release("/slow")
+        ok(rc == 0 and took < 5, "SIGTERM: the call is abandoned, exit 0 "
+           "within the drain (%.2f s)" % took, rc)
+        ok(state(d, sl) == "pending 0 -", "the delivery is given back: due, "
+           "its attempt not counted", state(d, sl))
         app = None
+        r = subprocess.run([fcgi, "-c", conf, "deliver"], capture_output=True,
+                           text=True, timeout=30)
+        ok(state(d, sl) == "delivered 1 200" and rcv.ids("/slow") == [sl, sl],
+           "delivered by the next run, the same webhook-id",
+           (state(d, sl), r.stdout))
 
         # --- two deliver processes at once: each event once ----------------
         rcv.plans["/many"] = lambda n: (time.sleep(0.002), 200)[1]
@@ -321,6 +353,34 @@ def main():
                  "'delivered' AND attempts = 1 AND endpoint = (SELECT id FROM "
                  "idem_webhook_endpoints WHERE url LIKE '%/many')") == "300",
            "each recorded delivered at its first attempt")
+
+        # --- ordered: an endpoint's failing delivery holds the later back --
+        for path, flag in (("/ord", "on"), ("/unord", "off")):
+            rcv.plans[path] = lambda n: 500 if n == 1 else 200
+            endpoint(d, tenant, rcv.url(path), ["t" + path.replace("/", ".")])
+            oc = os.path.join(tmp, "ord.ini")
+            write(oc, conf_text(a.pghost, a.pgport, name, webhooks +
+                                "ordered = %s\n" % flag))
+            evs = [enqueue(d, tenant, "t" + path.replace("/", "."))
+                   for _ in range(3)]
+            r = subprocess.run([fcgi, "-c", oc, "deliver"],
+                               capture_output=True, text=True, timeout=30)
+            first = r.stdout.strip()
+            wait_for(lambda: subprocess.run(
+                [fcgi, "-c", oc, "deliver"], capture_output=True,
+                timeout=30) and all(state(d, e).startswith("delivered")
+                                    for e in evs), 15, step=0.1)
+            got = rcv.ids(path)
+            if flag == "on":
+                ok(first.startswith("delivered 0, failed 1") and
+                   got == [evs[0], evs[0], evs[1], evs[2]],
+                   "ordered = on: the first delivery's 500 holds the next "
+                   "two back; then all three in order", (first, got))
+            else:
+                ok(first.startswith("delivered 2, failed 1") and
+                   got[:3] == evs and got[3] == evs[0],
+                   "ordered = off: the later two go past the failing one",
+                   (first, got))
 
         # --- private destinations refused by default -----------------------
         priv = os.path.join(tmp, "private.ini")

@@ -1036,10 +1036,58 @@ test_ttl_window(void)
 	    "the file name is kept for startup messages");
 }
 
+/* [webhooks]: defaults, every key, on/off values, ranges and the checks
+ * across keys, each refusal at its file:line. */
+static void
+test_webhooks(void)
+{
+	GOOD("");
+	TAP_OK(cfg.wh_dispatcher == 1 && cfg.wh_allow_private == 0 &&
+	    cfg.wh_batch == 10 && cfg.wh_interval_ms == 1000 &&
+	    cfg.wh_timeout_ms == 10000 && cfg.wh_max_response == 65536 &&
+	    cfg.wh_max_attempts == 100 && cfg.wh_max_age_ms == 259200000LL &&
+	    cfg.wh_backoff_ms == 5000 && cfg.wh_backoff_max_ms == 3600000LL &&
+	    cfg.wh_retention_ms == 604800000LL && cfg.wh_ordered == 0,
+	    "[webhooks] defaults: dispatcher on, allow_private off, batch 10, "
+	    "interval 1s, timeout 10s, max_response 64KiB, max_attempts 100, "
+	    "max_age 3d, backoff 5s..1h, retention 7d, ordered off");
+	GOOD("[webhooks]\ndispatcher = off\nallow_private = yes\nbatch = 1000\n"
+	    "interval = 250ms\ntimeout = 60s\nmax_response = 16MiB\n"
+	    "max_attempts = 0\nmax_age = 1ms\nbackoff = 1s\nbackoff_max = 1s\n"
+	    "retention = 1h\nordered = true\n");
+	TAP_OK(cfg.wh_dispatcher == 0 && cfg.wh_allow_private == 1 &&
+	    cfg.wh_batch == 1000 && cfg.wh_interval_ms == 250 &&
+	    cfg.wh_timeout_ms == 60000 && cfg.wh_max_response == 16777216 &&
+	    cfg.wh_max_attempts == 0 && cfg.wh_max_age_ms == 1 &&
+	    cfg.wh_backoff_ms == 1000 && cfg.wh_backoff_max_ms == 1000 &&
+	    cfg.wh_retention_ms == 3600000LL && cfg.wh_ordered == 1,
+	    "[webhooks] every key set, at its bounds");
+	GOOD("[webhooks]\nordered = 0\ndispatcher = 1\n");
+	TAP_OK(cfg.wh_ordered == 0 && cfg.wh_dispatcher == 1, "0 and 1");
+	BAD("[webhooks]\ndispatcher = maybe\n", 2,
+	    "dispatcher must be on or off");
+	BAD("[webhooks]\nbatch = 0\n", 2, "batch must be an integer from 1");
+	BAD("[webhooks]\nbatch = 1001\n", 2, "batch must be an integer");
+	BAD("[webhooks]\ntimeout = 61s\n", 2, "timeout must be at most 60s");
+	BAD("[webhooks]\nmax_response = 17MiB\n", 2, "max_response must be");
+	BAD("[webhooks]\nmax_age = 3 days\n", 2, "max_age must be a duration");
+	BAD("[webhooks]\nbogus = 1\n", 2, "bogus");
+	BAD("[webhooks]\nbatch = 5\n[webhooks]\n", 3, "duplicate section");
+	BAD("[webhooks]\n\ninterval = 0\n", 3, "interval must be a duration");
+	BAD("[webhooks]\ntimeout = 0s\n", 2, "timeout must be a duration");
+	BAD("[webhooks]\nbackoff = 0ms\n", 2, "backoff must be a duration");
+	BAD("[webhooks]\nretention = 0\n", 2, "retention must be a duration");
+	BAD("[webhooks]\nbackoff = 10s\nbackoff_max = 1s\n", 3,
+	    "backoff_max must be at least backoff");
+	BAD("[webhooks]\nbackoff = 2h\n", 2,
+	    "backoff_max must be at least backoff");
+}
+
 int
 main(void)
 {
 	test_defaults();
+	test_webhooks();
 	test_ttl_window();
 	test_full();
 	test_comments_crlf();
