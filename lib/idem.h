@@ -304,9 +304,11 @@ enum idem_type {
 	IDEM_T_STRING,
 	IDEM_T_BOOLEAN,
 	IDEM_T_OBJECT,
+	IDEM_T_ARRAY,		/* each item as the member's items says */
 };
 
 #define IDEM_REQUIRED	0x01u	/* absent or null is refused */
+#define IDEM_UNIQUE	0x02u	/* an array: no two items alike */
 /* 2^53 - 1: an integer member is never beyond +-IDEM_INT_EXACT_MAX, the
  * integers a double (RFC 8785's numbers) holds exactly. */
 #define IDEM_INT_EXACT_MAX	9007199254740991LL
@@ -316,7 +318,7 @@ struct idem_body;
 /*
  * One member of a JSON object.  min/max (both 0: unbounded) bound an
  * integer's value, a string's length in characters, an object's number of
- * members.  An integer is an integer literal as written (no fraction, no
+ * members, an array's number of items.  An integer is an integer literal as written (no fraction, no
  * exponent) within +-IDEM_INT_EXACT_MAX.  A null member counts as absent.
  */
 struct idem_member {
@@ -330,6 +332,10 @@ struct idem_member {
 	int			(*check)(yajl_val v, char *why, size_t whylen);
 	const struct idem_body	*object;	/* object: its members */
 	const char		*doc;	/* one line, for the OpenAPI document */
+	/* array: what each item is (its name unused; null items are
+	 * refused); with IDEM_UNIQUE in flags, no two items may be equal
+	 * strings or integers */
+	const struct idem_member *items;
 };
 
 #define IDEM_BODY_OPEN	0x01u	/* undeclared members allowed */
@@ -458,6 +464,19 @@ int		 idem_app_route_response(idem_app *app, const char *method,
 int		 idem_app_route_problems(idem_app *app, const char *method,
 		    const char *pattern, const char *const *slugs);
 
+/*
+ * A webhook event the application sends (its type, "payment.succeeded":
+ * 1 to 64 of a-z, 0-9, '.', '_', '-'), one line of summary (at most 200
+ * characters) and the object its "data" holds: listed under the top-level
+ * "webhooks" of /openapi.json as the POST a receiver gets, with the
+ * Standard Webhooks headers and the body {"id", "type", "created",
+ * "data"}.  Before idem_app_run(); the strings and data are not copied.
+ * 0, or -1 (a bad type or summary, a NULL data, a type declared twice,
+ * more than 32).  Sending is idem_req_enqueue()'s.  See idem_app_webhook(3).
+ */
+int		 idem_app_webhook(idem_app *app, const char *type,
+		    const char *summary, const struct idem_body *data);
+
 /* Typed top-level members of the (validated) body. */
 yajl_val	 idem_req_member(const idem_req *req, const char *name);
 const char	*idem_req_str(const idem_req *req, const char *name);
@@ -507,8 +526,11 @@ int		 idem_req_defer_args(idem_req *req, const char *sql,
  * counts the events of this type in this request (in this phase, whose
  * recovery point is appended, on a phased route): the same operation
  * gives the same id, also re-executed after a takeover.  id (may be NULL)
- * receives it (IDEM_EVENT_ID_MAX bytes).  Idempotent routes only.  0, or
- * -1 (logged; the handler returns -1 and the transaction rolls back).
+ * receives it (IDEM_EVENT_ID_MAX bytes).  Idempotent routes only.  The
+ * statement is deferred (idem_req_defer()): it goes out with the commit,
+ * in its round trip, and counts as one of the request's deferred
+ * statements.  0, or -1 (logged; the handler returns -1 and the
+ * transaction rolls back).
  */
 int		 idem_req_enqueue(idem_req *req, const char *type,
 		    const char *data, size_t len, char *id, size_t idlen);

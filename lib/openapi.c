@@ -3,7 +3,8 @@
  * the route table, the declared bodies, responses and problem types
  * (idem_app_route_response(), idem_app_route_problems(),
  * idem_app_route_summary()) and, for each idempotent route, the retention
- * the running config enforces.
+ * the running config enforces; the webhooks the application sends
+ * (idem_app_webhook()).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,10 +45,10 @@ schema_of_member(idem_json *j, const struct idem_member *m, int nullable,
 {
 	static const char *const types[] = { [IDEM_T_INTEGER] = "integer",
 	    [IDEM_T_STRING] = "string", [IDEM_T_BOOLEAN] = "boolean",
-	    [IDEM_T_OBJECT] = "object" };
+	    [IDEM_T_OBJECT] = "object", [IDEM_T_ARRAY] = "array" };
 	const char *const	*e;
 	const char		*t = m->type >= IDEM_T_INTEGER &&
-	    m->type <= IDEM_T_OBJECT ? types[m->type] : "null";
+	    m->type <= IDEM_T_ARRAY ? types[m->type] : "null";
 
 	idem_json_object(j);
 	idem_json_key(j, "type");
@@ -82,6 +83,17 @@ schema_of_member(idem_json *j, const struct idem_member *m, int nullable,
 		bounds(j, m, "minProperties", "maxProperties");
 		if (m->object != NULL)
 			schema_of_body(j, m->object, response);
+		break;
+	case IDEM_T_ARRAY:
+		bounds(j, m, "minItems", "maxItems");
+		if (m->flags & IDEM_UNIQUE) {
+			idem_json_key(j, "uniqueItems");
+			idem_json_bool(j, 1);
+		}
+		if (m->items != NULL) {
+			idem_json_key(j, "items");
+			schema_of_member(j, m->items, 0, response);
+		}
 		break;
 	default:
 		break;
@@ -781,6 +793,112 @@ components(idem_json *j)
 	idem_json_object_end(j);
 }
 
+/* What a receiver gets, and what it must do with it. */
+static const char webhook_doc[] =
+	"Sent to each webhook endpoint of the tenant subscribed to this type "
+	"(POST /v1/webhook_endpoints or the application's equivalent), once "
+	"the transaction that made the event has committed: never for a "
+	"request rolled back.  Signed per Standard Webhooks: verify "
+	"webhook-signature with the endpoint's secret (idem_webhook_verify(3) "
+	"or any Standard Webhooks library) and reject a stale "
+	"webhook-timestamp.  Delivered at least once: a 2xx ends it; any other "
+	"answer, or none in time, is retried with backoff under the same "
+	"webhook-id, so deduplicate on webhook-id.";
+
+/* One webhook event: the POST its receivers get. */
+static void
+webhook(idem_json *j, const struct idem_webhook_decl *w)
+{
+	static const char *const fails[] = { "4XX", "5XX" };
+	char	id[96];
+	size_t	i;
+
+	idem_json_key(j, w->type);
+	idem_json_object(j);
+	idem_json_key(j, "post");
+	idem_json_object(j);
+	/* The type's '.' and '-' are not an operationId's. */
+	snprintf(id, sizeof(id), "webhook_%s", w->type);
+	for (i = 0; id[i] != '\0'; i++)
+		if (id[i] == '.' || id[i] == '-')
+			id[i] = '_';
+	idem_json_kstr(j, "operationId", id);
+	idem_json_kstr(j, "summary", w->summary);
+	idem_json_kstr(j, "description", webhook_doc);
+	idem_json_key(j, "parameters");
+	idem_json_array(j);
+	parameter(j, "webhook-id", "header", "^[A-Za-z0-9_-]+$", "the "
+	    "event's id, the same on every attempt: deduplicate on it", 255);
+	parameter(j, "webhook-timestamp", "header", "^[0-9]+$", "this "
+	    "attempt's time, Unix seconds", 20);
+	parameter(j, "webhook-signature", "header",
+	    "^v1,[A-Za-z0-9+/=]+( v1,[A-Za-z0-9+/=]+)*$", "v1, and the base64 "
+	    "HMAC-SHA256 of id.timestamp.body under the endpoint's secret "
+	    "(several separated by spaces)", 0);
+	idem_json_array_end(j);
+	idem_json_key(j, "requestBody");
+	idem_json_object(j);
+	idem_json_key(j, "required");
+	idem_json_bool(j, 1);
+	content(j, "application/json");
+	idem_json_kstr(j, "type", "object");
+	idem_json_key(j, "properties");
+	idem_json_object(j);
+	idem_json_key(j, "id");
+	idem_json_object(j);
+	idem_json_kstr(j, "type", "string");
+	idem_json_kstr(j, "description", "the event's id (webhook-id)");
+	idem_json_object_end(j);
+	idem_json_key(j, "type");
+	idem_json_object(j);
+	idem_json_kstr(j, "type", "string");
+	idem_json_kstr(j, "const", w->type);
+	idem_json_object_end(j);
+	idem_json_key(j, "created");
+	idem_json_object(j);
+	idem_json_kstr(j, "type", "integer");
+	idem_json_kstr(j, "description", "when the event was made, Unix "
+	    "seconds");
+	idem_json_object_end(j);
+	idem_json_key(j, "data");
+	idem_json_object(j);
+	idem_json_kstr(j, "type", "object");
+	schema_of_body(j, w->data, 1);
+	idem_json_object_end(j);
+	idem_json_object_end(j);	/* properties */
+	idem_json_key(j, "required");
+	idem_json_array(j);
+	idem_json_str(j, "id");
+	idem_json_str(j, "type");
+	idem_json_str(j, "created");
+	idem_json_str(j, "data");
+	idem_json_array_end(j);
+	idem_json_key(j, "additionalProperties");
+	idem_json_bool(j, 0);
+	content_end(j);
+	idem_json_object_end(j);	/* requestBody */
+	idem_json_key(j, "responses");
+	idem_json_object(j);
+	idem_json_key(j, "2XX");
+	idem_json_object(j);
+	idem_json_kstr(j, "description", "received: the delivery is done");
+	idem_json_object_end(j);
+	for (i = 0; i < sizeof(fails) / sizeof(fails[0]); i++) {
+		idem_json_key(j, fails[i]);
+		idem_json_object(j);
+		idem_json_kstr(j, "description", "not received: retried later, "
+		    "with the same webhook-id");
+		idem_json_object_end(j);
+	}
+	idem_json_object_end(j);	/* responses */
+	/* The receiver checks the signature, not credentials. */
+	idem_json_key(j, "security");
+	idem_json_array(j);
+	idem_json_array_end(j);
+	idem_json_object_end(j);	/* post */
+	idem_json_object_end(j);
+}
+
 /* What is stored, and what a client does with each answer. */
 static const char api_doc[] =
 	"Operations with x-idempotency take an Idempotency-Key.  Only what "
@@ -856,6 +974,14 @@ idem_openapi(const idem_app *app)
 		idem_json_object_end(j);
 	}
 	idem_json_object_end(j);
+	/* OpenAPI 3.1's own section for what the API sends. */
+	if (app->nwebhooks > 0) {
+		idem_json_key(j, "webhooks");
+		idem_json_object(j);
+		for (i = 0; i < app->nwebhooks; i++)
+			webhook(j, &app->webhooks[i]);
+		idem_json_object_end(j);
+	}
 	components(j);
 	idem_json_key(j, "x-problem-types");
 	idem_json_array(j);
@@ -969,5 +1095,26 @@ idem_app_route_problems(idem_app *app, const char *method,
 	    rt->problems != NULL)
 		return -1;
 	rt->problems = slugs;
+	return 0;
+}
+
+int
+idem_app_webhook(idem_app *app, const char *type, const char *summary,
+    const struct idem_body *data)
+{
+	size_t	i;
+
+	if (app == NULL || data == NULL || !text_ok(type, 64,
+	    "abcdefghijklmnopqrstuvwxyz0123456789._-") ||
+	    !text_ok(summary, 200, NULL) ||
+	    app->nwebhooks == IDEM_APP_WEBHOOKS_MAX)
+		return -1;
+	for (i = 0; i < app->nwebhooks; i++)
+		if (strcmp(app->webhooks[i].type, type) == 0)
+			return -1;
+	app->webhooks[app->nwebhooks].type = type;
+	app->webhooks[app->nwebhooks].summary = summary;
+	app->webhooks[app->nwebhooks].data = data;
+	app->nwebhooks++;
 	return 0;
 }

@@ -119,6 +119,16 @@ struct idem_problem_type {
 
 #define IDEM_APP_PROBLEMS_MAX	32
 
+/* A webhook event the application sends (idem_app_webhook()), for the
+ * OpenAPI document's webhooks. */
+struct idem_webhook_decl {
+	const char		*type;
+	const char		*summary;
+	const struct idem_body	*data;
+};
+
+#define IDEM_APP_WEBHOOKS_MAX	32
+
 /* The library's types and then app's (app may be NULL): their number, and
  * type p of them (internal-error for any other p). */
 int	    idem_problem_count(const idem_app *app);
@@ -160,6 +170,8 @@ struct idem_app {
 	struct idem_heartbeat	*heartbeat;	/* its thread, while serving */
 	struct idem_problem_type problems[IDEM_APP_PROBLEMS_MAX];
 	size_t			 nproblems;	/* idem_app_problem() */
+	struct idem_webhook_decl webhooks[IDEM_APP_WEBHOOKS_MAX];
+	size_t			 nwebhooks;	/* idem_app_webhook() */
 	atomic_int		 stopping;
 	atomic_int		 waiters;	/* Prefer: wait, now */
 };

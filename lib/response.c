@@ -31,11 +31,13 @@ int
 idem_resp_body(idem_req *req, int status, const char *ctype,
     const char *body, size_t len)
 {
-	if (status < 100 || status > 599 || ctype == NULL ||
-	    strpbrk(ctype, "\r\n") != NULL)
+	/* A 204 has no body, so needs no media type (RFC 9110 15.3.5). */
+	if (status < 100 || status > 599 || (status == 204 && len > 0) ||
+	    (ctype == NULL && status != 204) ||
+	    (ctype != NULL && strpbrk(ctype, "\r\n") != NULL))
 		return -1;
 	idem_resp_reset(req);
-	if ((req->ctype = strdup(ctype)) == NULL ||
+	if ((ctype != NULL && (req->ctype = strdup(ctype)) == NULL) ||
 	    idem_buf_add(&req->resp, body, len) == -1)
 		return -1;
 	req->status = status;
@@ -120,10 +122,15 @@ idem_resp_write(idem_req *req, struct idem_buf *out)
 	rc |= idem_buf_add(h, n, idem_fmt_int(n, req->status));
 	rc |= idem_buf_addc(h, ' ');
 	rc |= idem_buf_adds(h, reason(req->status));
-	rc |= idem_buf_adds(h, "\r\nContent-Type: ");
-	rc |= idem_buf_adds(h, req->ctype != NULL ? req->ctype : "text/plain");
-	rc |= idem_buf_adds(h, "\r\nContent-Length: ");
-	rc |= idem_buf_add(h, n, idem_fmt_int(n, (long long)req->resp.len));
+	/* A 204 carries neither (RFC 9110 8.6: no Content-Length there). */
+	if (req->status != 204) {
+		rc |= idem_buf_adds(h, "\r\nContent-Type: ");
+		rc |= idem_buf_adds(h, req->ctype != NULL ? req->ctype :
+		    "text/plain");
+		rc |= idem_buf_adds(h, "\r\nContent-Length: ");
+		rc |= idem_buf_add(h, n, idem_fmt_int(n,
+		    (long long)req->resp.len));
+	}
 	rc |= idem_buf_adds(h, "\r\n");
 	for (i = 0; i < req->nheaders; i++) {
 		rc |= idem_buf_adds(h, req->hname[i]);

@@ -1,6 +1,6 @@
 /*
  * validate.c - declared validation of JSON bodies: members with a type,
- * bounds, an enum set, a pattern or a callback, nested objects.  Pure (no
+ * bounds, an enum set, a pattern or a callback, nested objects, arrays.  Pure (no
  * request): the fuzz harness links it alone; body.c puts it on routes.
  */
 #include <pthread.h>
@@ -274,6 +274,58 @@ check_integer(yajl_val v, const struct idem_member *m, const char *path,
 	return 0;
 }
 
+static int check_value(yajl_val v, const struct idem_member *m,
+    const char *path, char *why, size_t whylen);
+
+/* Two strings alike, or two integers written alike (IDEM_UNIQUE). */
+static int
+same_item(yajl_val a, yajl_val b)
+{
+	if (YAJL_IS_STRING(a) && YAJL_IS_STRING(b))
+		return strcmp(a->u.string, b->u.string) == 0;
+	if (YAJL_IS_NUMBER(a) && YAJL_IS_NUMBER(b))
+		return strcmp(a->u.number.r, b->u.number.r) == 0;
+	return 0;
+}
+
+/* An array member: its count, each item against m->items ("name[i]" in
+ * why, "/name/i" in the pointer), and IDEM_UNIQUE. */
+static int
+check_array(yajl_val v, const struct idem_member *m, const char *path,
+    char *why, size_t whylen)
+{
+	char	sub[280], idx[24];
+	size_t	i, k, n, was;
+	int	rc = 0;
+
+	if (!YAJL_IS_ARRAY(v))
+		return refuse(why, whylen, path, "must be an array");
+	n = v->u.array.len;
+	if (bounded(m) && ((long long)n < m->min || (long long)n > m->max))
+		return refuse(why, whylen, path, "must have %lld to %lld items",
+		    m->min, m->max);
+	for (i = 0; i < n; i++) {
+		snprintf(idx, sizeof(idx), "%lu", (unsigned long)i);
+		snprintf(sub, sizeof(sub), "%.250s[%s]", path, idx);
+		was = ptr_push(idx);
+		if (YAJL_IS_NULL(v->u.array.values[i]))
+			rc = refuse(why, whylen, sub, "must not be null");
+		else if (m->items != NULL && check_value(v->u.array.values[i],
+		    m->items, sub, why, whylen) == -1)
+			rc = -1;
+		else if (m->flags & IDEM_UNIQUE)
+			for (k = 0; k < i; k++)
+				if (same_item(v->u.array.values[k],
+				    v->u.array.values[i])) {
+					rc = refuse(why, whylen, sub, "repeats "
+					    "item %lu", (unsigned long)k);
+					break;
+				}
+		ptr_pop(was);
+	}
+	return rc;
+}
+
 /* v (not NULL, not null) against m. */
 static int
 check_value(yajl_val v, const struct idem_member *m, const char *path,
@@ -303,6 +355,10 @@ check_value(yajl_val v, const struct idem_member *m, const char *path,
 			    "members", m->min, m->max);
 		if (m->object != NULL &&
 		    check_object(v, m->object, path, why, whylen) == -1)
+			return -1;
+		break;
+	case IDEM_T_ARRAY:
+		if (check_array(v, m, path, why, whylen) == -1)
 			return -1;
 		break;
 	default:

@@ -3,7 +3,9 @@
  * and a refund are idempotent routes: the middleware has already opened
  * the transaction that records the key, and validated the body against
  * the declarations below, so the effect written here commits or rolls
- * back with it.
+ * back with it, and so does each event enqueued for the tenant's webhook
+ * endpoints (its data: the object as the API shows it, from the same
+ * writer as the answer).
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -76,7 +78,7 @@ static const char *const payment_statuses[] = { "pending", "succeeded",
 static const char *const payment_object[] = { "payment", NULL };
 static const char *const refund_object[] = { "refund", NULL };
 
-static const struct idem_body payment_view = { (const struct idem_member[]){
+const struct idem_body payment_view = { (const struct idem_member[]){
 	{ .name = "id", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED,
 	  .doc = "pay_ and 24 hex digits" },
 	{ .name = "object", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED,
@@ -97,7 +99,7 @@ static const struct idem_body payment_view = { (const struct idem_member[]){
 	  .doc = "Unix time, seconds" },
 	{ .name = NULL } }, 0, NULL, 0, 0 };
 
-static const struct idem_body refund_view = { (const struct idem_member[]){
+const struct idem_body refund_view = { (const struct idem_member[]){
 	{ .name = "id", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED,
 	  .doc = "re_ and 24 hex digits" },
 	{ .name = "object", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED,
@@ -145,6 +147,33 @@ new_id(const char *prefix, char *out, size_t outlen)
 		return -1;
 	memcpy(out, prefix, o);
 	return idem_random_id(out + o, outlen - o, 12);
+}
+
+/* Enqueue event type with j's document (the object the response shows)
+ * as its data, in the request's transaction: 0, or -1. */
+static int
+enqueue(idem_req *req, const char *type, const idem_json *j)
+{
+	const char	*doc;
+	size_t		 len;
+
+	if ((doc = idem_json_buf(j, &len)) == NULL)
+		return -1;
+	return idem_req_enqueue(req, type, doc, len, NULL, 0);
+}
+
+/* Enqueue event type with row 0 of r (PAYMENT_COLS) as its data: the
+ * payment as GET shows it.  0, or -1. */
+static int
+payment_event(idem_req *req, const char *type, const PGresult *r)
+{
+	idem_json	*j = idem_json_new();
+	int		 rc;
+
+	idem_json_pg_row(j, r, 0);
+	rc = enqueue(req, type, j);
+	idem_json_free(j);
+	return rc;
 }
 
 /* 201 with row 0 of r (PAYMENT_COLS) and its Location; frees r. */
@@ -221,6 +250,13 @@ payments_create(idem_req *req, void *arg)
 	}
 	idem_json_kint(j, "created", now);
 	idem_json_object_end(j);
+	/* Only in a key's transaction: the benchmark's plain route (no
+	 * middleware, no transaction) sends nothing. */
+	if (idem_req_idempotency_key(req) != NULL &&
+	    enqueue(req, PAYMENTS_EV_SUCCEEDED, j) == -1) {
+		idem_json_free(j);
+		return -1;
+	}
 	/* id is "pay_" and 24 hex digits (new_id): it fits. */
 	memcpy(loc, "/v1/payments/", 13);
 	memcpy(loc + 13, id, strlen(id) + 1);
@@ -390,6 +426,10 @@ refunds_create(idem_req *req, void *arg)
 	idem_json_kint(j, "amount", amount);
 	idem_json_kint(j, "created", (long long)time(NULL));
 	idem_json_object_end(j);
+	if (enqueue(req, PAYMENTS_EV_REFUNDED, j) == -1) {
+		idem_json_free(j);
+		return -1;
+	}
 	return idem_json_send(j, req, 201);
 }
 
@@ -478,10 +518,16 @@ phase_charge(idem_req *req, void *arg)
 		/*
 		 * The derived key charged another payment of this same
 		 * operation (tenant, key and body) before its record expired:
-		 * definitive, stored, and no second charge.
+		 * definitive, stored, and no second charge.  The payment
+		 * failed, and its event commits with that.
 		 */
-		if (idem_req_defer_args(req, "UPDATE payments SET status = "
-		    "'failed' WHERE id = $1", a) == -1)
+		if ((r = idem_req_exec(req, "UPDATE payments SET status = "
+		    "'failed' WHERE id = $1 RETURNING " PAYMENT_COLS, a)) ==
+		    NULL)
+			return -1;
+		ok = payment_event(req, PAYMENTS_EV_FAILED, r);
+		PQclear(r);
+		if (ok == -1)
 			return -1;
 		return idem_resp_problem(req, IDEM_P_KEY_REUSED, "this "
 		    "Idempotency-Key was already used for this payment, and its "
@@ -502,11 +548,12 @@ phase_charge(idem_req *req, void *arg)
 	    IDEM_PHASE_NEXT : -1;
 }
 
-/* Phase 3: the outcome, and the response stored with it. */
+/* Phase 3: the outcome, its event, and the response stored with them. */
 static int
 phase_finish(idem_req *req, void *arg)
 {
 	PGresult	*r;
+	int		 succeeded;
 
 	(void)arg;
 	if ((r = phased_payment(req, "UPDATE payments SET status = CASE WHEN "
@@ -514,7 +561,14 @@ phase_finish(idem_req *req, void *arg)
 	    "WHERE idem_key_id = $1 AND api_key_id = $2 RETURNING "
 	    PAYMENT_COLS)) == NULL)
 		return -1;
-	if (strcmp(PQgetvalue(r, 0, 4), "succeeded") == 0)
+	succeeded = strcmp(PQgetvalue(r, 0, 4), "succeeded") == 0;
+	/* This phase's commit records the outcome: its event is in it. */
+	if (payment_event(req, succeeded ? PAYMENTS_EV_SUCCEEDED :
+	    PAYMENTS_EV_FAILED, r) == -1) {
+		PQclear(r);
+		return -1;
+	}
+	if (succeeded)
 		return send_created(req, r);
 	idem_resp_problem(req, (enum idem_problem)payments_p_declined,
 	    "the card was declined (payment %s)", PQgetvalue(r, 0, 0));

@@ -10,12 +10,22 @@
 extern int	payments_p_declined;
 extern long long	payments_acquirer_timeout_ms;	/* [payments] acquirer_timeout */
 
+/* The events the sample sends (idem_req_enqueue()), and what their data
+ * is: the payment or the refund as the API shows it. */
+#define PAYMENTS_EV_SUCCEEDED	"payment.succeeded"
+#define PAYMENTS_EV_FAILED	"payment.failed"
+#define PAYMENTS_EV_REFUNDED	"refund.created"
+extern const struct idem_body payment_view, refund_view;
+
 /* The declared bodies of the create and refund routes. */
 extern const struct idem_body payment_body, refund_body;
+/* POST /v1/webhook_endpoints (endpoints.c). */
+extern const struct idem_body endpoint_body;
 extern const struct idem_param list_params[];
 /* What the routes answer, for /openapi.json. */
 extern const struct idem_response payment_created[], payment_read[],
-	payment_page[], refund_created[], health[];
+	payment_page[], refund_created[], health[], endpoint_created[],
+	endpoint_page[], endpoint_deleted[];
 
 int	payments_create(idem_req *req, void *arg);
 /* arg: the acquirer URL */
@@ -24,5 +34,8 @@ int	payments_get(idem_req *req, void *arg);
 int	payments_list(idem_req *req, void *arg);
 int	refunds_create(idem_req *req, void *arg);
 int	healthz(idem_req *req, void *arg);
+int	endpoints_create(idem_req *req, void *arg);
+int	endpoints_list(idem_req *req, void *arg);
+int	endpoints_delete(idem_req *req, void *arg);
 
 #endif

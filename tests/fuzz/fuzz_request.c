@@ -48,6 +48,9 @@ static const struct idem_member meta_value = { .name = "*",
 	.type = IDEM_T_STRING, .max = 500 };
 static const struct idem_body meta = { .flags = IDEM_BODY_OPEN,
 	.rest = &meta_value, .name_min = 1, .name_max = 40 };
+static const char *const tag_names[] = { "a", "b", "c", NULL };
+static const struct idem_member tag = { .name = "*", .type = IDEM_T_STRING,
+	.oneof = tag_names };
 static const struct idem_body payment = { (const struct idem_member[]){
 	{ .name = "amount", .type = IDEM_T_INTEGER, .flags = IDEM_REQUIRED,
 	  .min = 1, .max = 1000000000000LL },
@@ -57,6 +60,8 @@ static const struct idem_body payment = { (const struct idem_member[]){
 	{ .name = "capture", .type = IDEM_T_BOOLEAN },
 	{ .name = "metadata", .type = IDEM_T_OBJECT, .max = 50,
 	  .object = &meta },
+	{ .name = "tags", .type = IDEM_T_ARRAY, .flags = IDEM_UNIQUE,
+	  .min = 1, .max = 3, .items = &tag },
 	{ .name = NULL } }, 0, NULL, 0, 0 };
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -232,7 +237,7 @@ body(const char *p, size_t n)
 		fail("refused without \"member: rule\"", why, strlen(why));
 	else {
 		/* The first segment of the path names something real. */
-		seg = strcspn(why, ".:");
+		seg = strcspn(why, ".:[");
 		known = seg == 4 && strncmp(why, "body", 4) == 0;
 		for (i = 0; !known && payment.members[i].name != NULL; i++)
 			known = strlen(payment.members[i].name) == seg &&

@@ -25,7 +25,7 @@ import harness  # noqa: E402
 SCENARIOS = ["s_api", "s_idem", "s_refunds", "s_tenants", "s_concurrency",
              "s_badinput", "s_malformed", "s_fcgi", "s_boundary", "s_outage",
              "s_openapi", "s_stored", "s_slowbody", "s_exclude", "s_wait",
-             "s_remember", "s_query", "s_edge"]
+             "s_remember", "s_query", "s_edge", "s_webhooks"]
 
 
 def main():

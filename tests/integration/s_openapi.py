@@ -23,8 +23,11 @@ SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)),
 ROUTES = {("post", "/v1/payments"), ("get", "/v1/payments"),
           ("get", "/v1/payments/{id}"), ("post", "/v1/payments/{id}/refunds"),
           ("get", "/healthz"), ("get", "/openapi.json"),
-          ("get", "/problems/{slug}")}
-IDEMPOTENT = {("post", "/v1/payments"), ("post", "/v1/payments/{id}/refunds")}
+          ("get", "/problems/{slug}"), ("post", "/v1/webhook_endpoints"),
+          ("get", "/v1/webhook_endpoints"),
+          ("delete", "/v1/webhook_endpoints/{id}")}
+IDEMPOTENT = {("post", "/v1/payments"), ("post", "/v1/payments/{id}/refunds"),
+              ("post", "/v1/webhook_endpoints")}
 UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 

@@ -31,6 +31,14 @@ ttl = 7d
 fingerprint_exclude = /metadata/trace_id
 # a retry after expiry is recognised (tests/integration/s_remember.py)
 remember = 30d
+
+[webhooks]
+# the demo's and the tests' receivers listen on 127.0.0.1, which the
+# default (off) refuses; retries within seconds (tests/integration/s_webhooks.py)
+allow_private = on
+interval = 100ms
+backoff = 200ms
+backoff_max = 1s
 EOF
 }
 

@@ -181,6 +181,13 @@ def write_config(path, conninfo, appname, acquirer_url, evict_interval="1h",
         "[payments]",
         "acquirer_url = %s" % acquirer_url,
         "",
+        # receivers on loopback (webhooks.py), retried within seconds
+        "[webhooks]",
+        "allow_private = on",
+        "interval = 100ms",
+        "backoff = 200ms",
+        "backoff_max = 1s",
+        "",
         '[route "POST /v1/payments"]',
         "ttl = 7d",
         # the acquirer call may take most of it; the lease outlives it

@@ -133,6 +133,7 @@ def main():
     import exactly_once  # noqa: F401 (and the interleaving matrix)
     import leases  # noqa: F401 (and the heartbeat's leases)
     import completer  # noqa: F401 (and the completer's schedule)
+    import webhooks  # noqa: F401 (and the outbox through a PG restart)
     # The teardown check stops the fixtures: it goes last (a stable sort).
     harness.CHECKS.sort(key=lambda c: c[0].startswith("teardown:"))
 

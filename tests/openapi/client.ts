@@ -1,9 +1,11 @@
 // client.ts - a client of the sample payments API written against the
 // types openapi-typescript generates from its /openapi.json (tests/openapi/
 // run.py type-checks it with tsc --strict; it is not run).  It creates a
-// payment, reads its id, lists payments with limit and handles a 402.
+// payment, reads its id, lists payments with limit and handles a 402; it
+// registers a webhook endpoint and reads a payment.succeeded event as a
+// receiver gets it (the document's webhooks).
 import createClient from "openapi-fetch";
-import type { paths } from "./api";
+import type { paths, webhooks } from "./api";
 
 const client = createClient<paths>({
   baseUrl: "http://127.0.0.1:8080",
@@ -42,4 +44,29 @@ export async function createAndList(): Promise<string | undefined> {
     console.log("more after", page.data.data[page.data.data.length - 1]?.id);
   }
   return id;
+}
+
+// A receiver's view of an event (after checking its signature).
+type PaymentSucceeded =
+  webhooks["payment.succeeded"]["post"]["requestBody"]["content"]["application/json"];
+
+export function onPaymentSucceeded(ev: PaymentSucceeded): string {
+  const type: "payment.succeeded" = ev.type;
+  return `${ev.id} ${type} ${ev.data.id} ${ev.data.amount} ${ev.created}`;
+}
+
+export async function registerEndpoint(): Promise<string> {
+  const { data, error } = await client.POST("/v1/webhook_endpoints", {
+    params: { header: { "Idempotency-Key": crypto.randomUUID() } },
+    body: { url: "https://example.org/hooks", events: ["payment.succeeded", "refund.created"] },
+  });
+  if (error !== undefined) {
+    throw new Error(`${error.status} ${error.type}: ${error.title}`);
+  }
+  const secret: string = data.secret;
+  const id: number = data.id;
+  await client.DELETE("/v1/webhook_endpoints/{id}", {
+    params: { path: { id: String(id) } },
+  });
+  return secret;
 }

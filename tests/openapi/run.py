@@ -4,8 +4,9 @@ own (with an acquirer configured, so that POST /v1/payments can answer
 402, and [openapi] server_url) serves the document; `redocly lint` with
 the recommended ruleset must report no error and no warning;
 openapi-typescript generates the types and `tsc --strict` must accept
-client.ts (create a payment, read its id, list with limit, handle a 402)
-and refuse client_bad.ts.  The tools are tests/openapi/node_modules'
+client.ts (create a payment, read its id, list with limit, handle a 402,
+register a webhook endpoint, read a payment.succeeded event as the
+document's webhooks describe it) and refuse client_bad.ts.  The tools are tests/openapi/node_modules'
 (npm ci from package-lock.json, by tests/lib/deps.sh).  Its own database
 in the suite's cluster.  Prints TAP.
 Usage: run.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
@@ -152,13 +153,16 @@ def main():
           p.stdout + p.stderr):
         rc, out = tsc(bindir, work, "client.ts")
         ok(rc == 0, "tsc --strict accepts client.ts (create a payment, "
-           "read its id, list with limit, handle a 402)", out)
+           "read its id, list with limit, handle a 402, register a webhook "
+           "endpoint, read a payment.succeeded event)", out)
         # The check can fail: each wrong use is refused.
         rc, out = tsc(bindir, work, "client_bad.ts")
         for what, code in (("an undeclared member", "'identifier'"),
                            ("an undeclared query parameter", "'size'"),
                            ("an undeclared problem type",
-                            "/problems/no-such-type")):
+                            "/problems/no-such-type"),
+                           ("an event type not declared",
+                            "\"payment.refunded\"")):
             ok(rc != 0 and code in out,
                "tsc refuses client_bad.ts: %s (%s)" % (what, code), out)
     if os.environ.get("IDEM_KEEP_TMP") != "1":

@@ -1,7 +1,8 @@
 /*
  * test_request.c - unit tests for the request boundary outside JSON: the
  * lifetime of idem_req_query() results, the escaping of the access log
- * line, and the cache of confirmed API secrets (auth.c).
+ * line, the cache of confirmed API secrets (auth.c), and the CGI head of
+ * a response (a 204 without Content-Type nor Content-Length).
  */
 #include <limits.h>
 #include <stdio.h>
@@ -253,9 +254,54 @@ test_authc_cache(void)
 	idem_authc_forget(NULL, h);
 }
 
+/* What idem_resp_body() accepts, and the head idem_resp_write() makes. */
+static void
+test_resp_head(void)
+{
+	static const struct {
+		int		 status;
+		const char	*ctype, *body;
+		int		 rc;
+		const char	*head;	/* the CGI output, NULL when refused */
+	} t[] = {
+		{ 200, "application/json", "{}", 0, "Status: 200 OK\r\n"
+		  "Content-Type: application/json\r\nContent-Length: 2\r\n"
+		  "\r\n{}" },
+		{ 204, NULL, "", 0, "Status: 204 No Content\r\n\r\n" },
+		{ 204, "text/plain", "", 0, "Status: 204 No Content\r\n\r\n" },
+		{ 204, NULL, "x", -1, NULL },
+		{ 200, NULL, "", -1, NULL },
+		{ 200, "a\r\nb", "", -1, NULL },
+		{ 99, "text/plain", "", -1, NULL },
+	};
+	idem_req	 req;
+	struct idem_buf	 b;
+	size_t		 i;
+	int		 rc;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		memset(&req, 0, sizeof(req));
+		strcpy(req.method, "GET");
+		memset(&b, 0, sizeof(b));
+		rc = idem_resp_body(&req, t[i].status, t[i].ctype, t[i].body,
+		    strlen(t[i].body));
+		TAP_OK(rc == t[i].rc, "idem_resp_body, case %lu (status %d, "
+		    "%lu bytes): %d", (unsigned long)i, t[i].status,
+		    (unsigned long)strlen(t[i].body), t[i].rc);
+		if (t[i].head != NULL) {
+			TAP_OK(idem_resp_write(&req, &b) == 0, "  written");
+			TAP_STREQ(b.p != NULL ? b.p : "", t[i].head, "  head");
+		}
+		idem_buf_free(&b);
+		idem_resp_reset(&req);
+		idem_buf_free(&req.resp);
+	}
+}
+
 int
 main(void)
 {
+	test_resp_head();
 	test_query_lifetime();
 	test_log_escaping();
 	test_log_numbers();

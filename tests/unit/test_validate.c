@@ -30,6 +30,9 @@ static const struct idem_body inner = { (const struct idem_member[]){
 	{ .name = "x", .type = IDEM_T_INTEGER, .flags = IDEM_REQUIRED },
 	{ .name = NULL } }, 0, NULL, 0, 0 };
 
+static const struct idem_member colour_item = { .name = "*",
+	.type = IDEM_T_STRING, .oneof = colours };
+
 static const struct idem_body schema = { (const struct idem_member[]){
 	{ .name = "amount", .type = IDEM_T_INTEGER, .flags = IDEM_REQUIRED,
 	  .min = 1, .max = 100 },
@@ -40,6 +43,8 @@ static const struct idem_body schema = { (const struct idem_member[]){
 	{ .name = "flag", .type = IDEM_T_BOOLEAN },
 	{ .name = "meta", .type = IDEM_T_OBJECT, .max = 2, .object = &meta },
 	{ .name = "inner", .type = IDEM_T_OBJECT, .object = &inner },
+	{ .name = "tags", .type = IDEM_T_ARRAY, .flags = IDEM_UNIQUE,
+	  .min = 1, .max = 2, .items = &colour_item },
 	{ .name = NULL } }, 0, NULL, 0, 0 };
 
 static const struct {
@@ -92,6 +97,20 @@ static const struct {
 	  "inner.y: unknown member" },
 	/* An unknown member is named before a missing one. */
 	{ "{\"amonut\":1}", "amonut: unknown member" },
+	/* Arrays: the count, each item, no repeats. */
+	{ "{\"amount\":1,\"tags\":[\"red\",\"green\"]}", NULL },
+	{ "{\"amount\":1,\"tags\":null}", NULL },
+	{ "{\"amount\":1,\"tags\":\"red\"}", "tags: must be an array" },
+	{ "{\"amount\":1,\"tags\":{}}", "tags: must be an array" },
+	{ "{\"amount\":1,\"tags\":[]}", "tags: must have 1 to 2 items" },
+	{ "{\"amount\":1,\"tags\":[\"red\",\"green\",\"red\"]}",
+	  "tags: must have 1 to 2 items" },
+	{ "{\"amount\":1,\"tags\":[\"red\",\"blue\"]}",
+	  "tags[1]: must be one of: \"red\", \"green\"" },
+	{ "{\"amount\":1,\"tags\":[\"red\",\"red\"]}",
+	  "tags[1]: repeats item 0" },
+	{ "{\"amount\":1,\"tags\":[null]}", "tags[0]: must not be null" },
+	{ "{\"amount\":1,\"tags\":[7]}", "tags[0]: must be a string" },
 };
 
 static void
@@ -243,6 +262,10 @@ test_errors(void)
 		  "/meta/t~0=must not be null|"
 		  "/inner/y=unknown member|"
 		  "/inner/x=is required" },
+		/* Each item of an array has its pointer. */
+		{ &schema, "{\"amount\":1,\"tags\":[\"blue\",null]}", 2,
+		  "/tags/0=must be one of: \"red\", \"green\"|"
+		  "/tags/1=must not be null" },
 		/* One failure per member: the first rule it breaks. */
 		{ &schema, "{\"amount\":1,\"code\":\"AB\"}", 1,
 		  "/code=must be 3 characters long" },
@@ -417,8 +440,9 @@ test_openapi(void)
 	for (i = 0; doc != NULL && i < sizeof(want) / sizeof(want[0]); i++)
 		TAP_OK(strstr(doc, want[i]) != NULL, "openapi has %s", want[i]);
 	TAP_OK(doc != NULL && strstr(doc, "\"servers\"") == NULL &&
-	    strstr(doc, "\"license\"") == NULL,
-	    "openapi: no servers nor license unless configured");
+	    strstr(doc, "\"license\"") == NULL &&
+	    strstr(doc, "\"webhooks\"") == NULL,
+	    "openapi: no servers, license nor webhooks unless configured");
 	if (tap_failed && doc != NULL)
 		printf("# %.*s\n", (int)len, doc);
 	idem_json_free(j);
@@ -464,7 +488,11 @@ test_openapi_declared(void)
 		    "\"#/components/headers/IdempotentReplayed\"}",
 		/* in a response every member is present, optional ones null */
 		"\"required\":[\"amount\",\"code\",\"colour\",\"note\","
-		    "\"flag\",\"meta\",\"inner\"]",
+		    "\"flag\",\"meta\",\"inner\",\"tags\"]",
+		/* an array: its count, unique items, the items' schema */
+		"\"tags\":{\"type\":[\"array\",\"null\"],\"minItems\":1,"
+		    "\"maxItems\":2,\"uniqueItems\":true,\"items\":{\"type\":"
+		    "\"string\",\"enum\":[\"red\",\"green\"]}}",
 		"\"402\":{\"description\":\"Declined\",",
 		"{\"enum\":[\"/problems/declined\"]}",
 		"\"409\":{\"description\":\"A request with this "
@@ -479,6 +507,20 @@ test_openapi_declared(void)
 		"\"/a-b\":{\"get\":{\"operationId\":\"get_a_b_4\",\"summary\":"
 		    "\"GET /a-b\"",
 		"\"/a_b\":{\"get\":{\"operationId\":\"get_a_b_5\",",
+		/* the webhooks: after the paths, each a POST to a receiver */
+		"},\"webhooks\":{\"p.made\":{\"post\":{\"operationId\":"
+		    "\"webhook_p_made\",\"summary\":\"A p was made\",",
+		"{\"name\":\"webhook-id\",\"in\":\"header\",\"required\":true,",
+		"{\"name\":\"webhook-timestamp\",\"in\":\"header\",",
+		"{\"name\":\"webhook-signature\",\"in\":\"header\",",
+		"\"type\":{\"type\":\"string\",\"const\":\"p.made\"},"
+		    "\"created\":{\"type\":\"integer\",",
+		"\"data\":{\"type\":\"object\",\"properties\":{\"x\":"
+		    "{\"type\":\"integer\"}},\"required\":[\"x\"],"
+		    "\"additionalProperties\":false}},\"required\":[\"id\","
+		    "\"type\",\"created\",\"data\"],\"additionalProperties\":"
+		    "false}}}},\"responses\":{\"2XX\":",
+		"\"webhook_p_made_2\"",
 	};
 	idem_app	*app = idem_app_new("t");
 	idem_json	*j;
@@ -525,6 +567,17 @@ test_openapi_declared(void)
 	TAP_OK(idem_app_route_summary(app, "GET", "/p", "makeP", "x") == -1 &&
 	    idem_app_route_summary(app, "POST", "/p", "makeQ", "x") == -1,
 	    "route_summary: an operationId taken, twice: -1");
+	TAP_OK(idem_app_webhook(app, "P.made", "x", &inner) == -1 &&
+	    idem_app_webhook(app, "", "x", &inner) == -1 &&
+	    idem_app_webhook(app, "p made", "x", &inner) == -1 &&
+	    idem_app_webhook(app, "p.made", "a\nb", &inner) == -1 &&
+	    idem_app_webhook(app, "p.made", "x", NULL) == -1,
+	    "webhook: a bad type, summary or data: -1");
+	TAP_OK(idem_app_webhook(app, "p.made", "A p was made", &inner) == 0 &&
+	    idem_app_webhook(app, "p.made-2", "Another", &inner) == 0,
+	    "webhook: declared");
+	TAP_OK(idem_app_webhook(app, "p.made", "again", &inner) == -1,
+	    "webhook: a type twice: -1");
 	j = idem_openapi(app);
 	doc = idem_json_buf(j, &doclen);
 	TAP_OK(doc != NULL, "openapi: a document");
