@@ -114,6 +114,7 @@ test_log_numbers(void)
 		    "\"status\":409,", "\"tenant\":1}" } },
 	};
 	const char	*tp[] = { "time", NULL };
+	const char	*ts;
 	idem_req	 req;
 	struct idem_buf	 b;
 	yajl_val	 doc, v;
@@ -140,14 +141,15 @@ test_log_numbers(void)
 			    "has %s: %s", i, t[i].want[j], b.p);
 		doc = yajl_tree_parse(b.p, NULL, 0);
 		v = doc != NULL ? yajl_tree_get(doc, tp, yajl_t_string) : NULL;
-		n = v == NULL ? 0 : sscanf(YAJL_GET_STRING(v),
+		ts = v != NULL ? YAJL_GET_STRING(v) : NULL;
+		n = ts == NULL ? 0 : sscanf(ts,
 		    "%4d-%2d-%2dT%2d:%2d:%2d.%3d%c", &y, &mo, &d, &h, &mi, &se,
 		    &ms, &z);
 		gmtime_r(&clock, &now);
-		TAP_OK(n == 8 && z == 'Z' && strlen(YAJL_GET_STRING(v)) == 24 &&
+		TAP_OK(n == 8 && z == 'Z' && strlen(ts) == 24 &&
 		    y == now.tm_year + 1900 && mo >= 1 && mo <= 12 &&
 		    ms >= 0 && ms <= 999, "line %zu: time %s", i,
-		    v != NULL ? YAJL_GET_STRING(v) : "(none)");
+		    ts != NULL ? ts : "(none)");
 		if (doc != NULL)
 			yajl_tree_free(doc);
 		idem_buf_free(&b);
