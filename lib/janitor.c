@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "private.h"
+#include "backoff.h"
 
 /* Abandoned keys one janitor run completes at most. */
 #define COMPLETE_BATCH	10
@@ -28,11 +29,16 @@ struct idem_janitor {
 	pthread_cond_t	 cv;
 	int		 stop;
 	int		 done;	/* the thread has returned */
+	int		 duty;	/* eviction's share of time (backoff.h) */
 };
 
-/* One run: 0 done, 2 a backlog is left, -1 a database error. */
+/*
+ * One run: 0 done, 2 a backlog is left, -1 a database error.  A backlog is
+ * evicted at duty percent of the time (backoff.h: batches then pauses), so
+ * requests keep the rest; each run that leaves one raises the duty.
+ */
 static int
-run_once(idem_app *app)
+run_once(idem_app *app, int duty)
 {
 	PGconn		*db;
 	long		 evicted = 0, remembered = 0, forgotten = 0;
@@ -43,7 +49,7 @@ run_once(idem_app *app)
 	if ((db = idem_pool_acquire(app->pool, app->cfg.acquire_timeout_ms,
 	    NULL)) == NULL)
 		return -1;
-	rc = idem_evict_bounded(db, app->cfg.evict_batch, 0, until_us,
+	rc = idem_evict_bounded(db, app->cfg.evict_batch, 0, until_us, duty,
 	    &app->stopping, &evicted, &remembered);
 	if (rc != -1) {
 		idem_metrics_add(app, IDEM_M_EVICTED, evicted);
@@ -52,12 +58,15 @@ run_once(idem_app *app)
 			idem_log(IDEM_LOG_INFO, "janitor: evicted %ld keys "
 			    "(%ld remembered)%s", evicted, remembered,
 			    rc == 2 ? ", more left" : "");
+		if (rc == 2)
+			idem_log(IDEM_LOG_DEBUG, "janitor: evicting at %d%% "
+			    "of the time", duty);
 	}
 	/* The traces whose remember window passed, in the same budget
 	 * (sql/010); first come the keys, which hold the most. */
 	if (rc == 0) {
 		frc = idem_forget_bounded(db, app->cfg.evict_batch, 0,
-		    until_us, &app->stopping, &forgotten);
+		    until_us, duty, &app->stopping, &forgotten);
 		if (frc == -1)
 			rc = -1;
 		else {
@@ -115,7 +124,8 @@ janitor_main(void *arg)
 		if (rc)
 			break;
 		t0 = idem_now_us();
-		rc = run_once(app);
+		rc = run_once(app, j->duty);
+		j->duty = idem_evict_duty(j->duty, rc == 2);
 		idem_metrics_janitor_run(app, (double)(idem_now_us() - t0) /
 		    1e6, rc != -1);
 		wait_ms = rc == 2 ? BACKLOG_PAUSE_MS :
@@ -137,6 +147,7 @@ idem_janitor_start(idem_app *app)
 		return -1;
 	pthread_mutex_init(&j->mu, NULL);
 	pthread_cond_init(&j->cv, NULL);
+	j->duty = IDEM_EVICT_DUTY_MIN;
 	app->janitor = j;
 	if (pthread_create(&j->th, NULL, janitor_main, app) != 0) {
 		app->janitor = NULL;

@@ -397,14 +397,15 @@ int	idem_resp_write(idem_req *req, struct idem_buf *out);
  * and a stop flag, both checked between batches: 0 when nothing is left, 2
  * when stopped with more left (or max_batches reached), 1 when another
  * process is evicting, -1 on a database error.  *remembered: the traces
- * written for routes with remember (sql/010).
+ * written for routes with remember (sql/010).  duty: the share of time
+ * (percent) batches take while a backlog lasts (backoff.h); 0 flat out.
  */
 int	idem_evict_bounded(PGconn *db, long batch, long max_batches,
-	    long long until_us, atomic_int *stop, long *evicted,
+	    long long until_us, int duty, atomic_int *stop, long *evicted,
 	    long *remembered);
 /* idem_forget() the same way: remembered traces whose window passed. */
 int	idem_forget_bounded(PGconn *db, long batch, long max_batches,
-	    long long until_us, atomic_int *stop, long *forgotten);
+	    long long until_us, int duty, atomic_int *stop, long *forgotten);
 
 /* The fleet-wide eviction lock (any constant). */
 #define IDEM_EVICT_LOCK	"7236491087"

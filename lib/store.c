@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "private.h"
+#include "backoff.h"
 
 #define MIGRATE_LOCK	"7236491086"
 #define SQL_FILE_MAX	(4L << 20)
@@ -256,18 +257,39 @@ out:
 	return n;
 }
 
+/* Sleep us microseconds in slices, -1 as soon as *stop is set. */
+static int
+pause_unless_stopped(long long us, atomic_int *stop)
+{
+	struct timespec	ts;
+	long long	slice;
+
+	while (us > 0) {
+		if (stop != NULL && atomic_load(stop))
+			return -1;
+		slice = us > 50000 ? 50000 : us;
+		ts.tv_sec = 0;
+		ts.tv_nsec = slice * 1000;
+		nanosleep(&ts, NULL);
+		us -= slice;
+	}
+	return stop != NULL && atomic_load(stop) ? -1 : 0;
+}
+
 /*
  * Batches of sql until one is short, max_batches (0: no bound) are done,
  * until_us (0: none) has passed or *stop is set: 0, 2 (stopped with more
  * left), 1 (another process evicts), -1.  *n the rows, *second the sum of
- * the second column.
+ * the second column.  duty (percent, 1 to 99; else none): after a full
+ * batch, pause so that batches take that share of the time.
  */
 static int
 evict_loop(PGconn *db, const char *sql, long batch, long max_batches,
-    long long until_us, atomic_int *stop, long *n, long *second)
+    long long until_us, int duty, atomic_int *stop, long *n, long *second)
 {
-	char	lim[24];
-	long	k, s = 0, i;
+	char		lim[24];
+	long		k, s = 0, i;
+	long long	t0, pause;
 
 	*n = 0;
 	if (second != NULL)
@@ -280,6 +302,7 @@ evict_loop(PGconn *db, const char *sql, long batch, long max_batches,
 		if (i > 0 && ((stop != NULL && atomic_load(stop)) ||
 		    (until_us > 0 && idem_now_us() >= until_us)))
 			return 2;
+		t0 = idem_now_us();
 		if ((k = evict_batch(db, sql, lim, &s)) == -1)
 			return -1;
 		if (k == -2)
@@ -289,13 +312,22 @@ evict_loop(PGconn *db, const char *sql, long batch, long max_batches,
 			*second += s;
 		if (k < batch)
 			return 0;
+		/* A backlog: leave requests the rest of the time (backoff.h). */
+		if (duty > 0 && duty < 100) {
+			pause = idem_evict_pause_us(idem_now_us() - t0, duty);
+			if (until_us > 0 && idem_now_us() + pause > until_us)
+				return 2;
+			if (pause_unless_stopped(pause, stop) == -1)
+				return 2;
+		}
 	}
 	return 2;
 }
 
 int
 idem_evict_bounded(PGconn *db, long batch, long max_batches,
-    long long until_us, atomic_int *stop, long *evicted, long *remembered)
+    long long until_us, int duty, atomic_int *stop, long *evicted,
+    long *remembered)
 {
 	/*
 	 * Only what idem_free() (sql/005) lets a new request replace: never
@@ -305,15 +337,15 @@ idem_evict_bounded(PGconn *db, long batch, long max_batches,
 	 * trace in the same statement (sql/010).
 	 */
 	return evict_loop(db, "SELECT * FROM idem_evict_batch($1::bigint)",
-	    batch, max_batches, until_us, stop, evicted, remembered);
+	    batch, max_batches, until_us, duty, stop, evicted, remembered);
 }
 
 int
 idem_forget_bounded(PGconn *db, long batch, long max_batches,
-    long long until_us, atomic_int *stop, long *forgotten)
+    long long until_us, int duty, atomic_int *stop, long *forgotten)
 {
 	return evict_loop(db, "SELECT idem_forget_batch($1::bigint)", batch,
-	    max_batches, until_us, stop, forgotten, NULL);
+	    max_batches, until_us, duty, stop, forgotten, NULL);
 }
 
 int
@@ -324,7 +356,7 @@ idem_evict(PGconn *db, long batch, long max_batches,
 	int	rc;
 
 	(void)lock_timeout_ms;	/* leases carry their own end */
-	rc = idem_evict_bounded(db, batch, max_batches, 0, NULL, evicted,
+	rc = idem_evict_bounded(db, batch, max_batches, 0, 0, NULL, evicted,
 	    &remembered);
 	return rc == 2 ? 0 : rc;
 }
@@ -334,7 +366,8 @@ idem_forget(PGconn *db, long batch, long max_batches, long *forgotten)
 {
 	int	rc;
 
-	rc = idem_forget_bounded(db, batch, max_batches, 0, NULL, forgotten);
+	rc = idem_forget_bounded(db, batch, max_batches, 0, 0, NULL,
+	    forgotten);
 	return rc == 2 ? 0 : rc;
 }
 
