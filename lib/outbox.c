@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <yajl/yajl_parse.h>
+
 #include "private.h"
 #include "idempotency.h"
 #include "outbox.h"
@@ -189,28 +191,43 @@ events_before(const idem_req *req, const char *point, const char *type)
 	return n;
 }
 
-/* The body sent: {"id", "type", "created", "data"} with data copied. */
+/*
+ * The body sent: {"id", "type", "created", "data"} with data as the handler
+ * wrote it (checked to be one JSON value, not parsed into a tree and
+ * written again: an event per create).  id and type need no escaping
+ * (hex; idem_event_type_ok()).  NULL when data is not JSON.
+ */
 static char *
-event_body(const char *evid, const char *type, yajl_val data)
+event_body(const char *evid, const char *type, const char *data,
+    size_t len)
 {
-	idem_json	*j;
-	const char	*buf;
-	size_t		 len;
-	char		*body = NULL;
+	struct idem_buf	 b = { 0 };
+	char		 d[IDEM_INT_LEN];
+	yajl_handle	 h;
+	int		 ok;
 
-	if ((j = idem_json_new()) == NULL)
+	if (memchr(data, '\0', len) != NULL ||
+	    (h = yajl_alloc(NULL, NULL, NULL)) == NULL)
 		return NULL;
-	idem_json_object(j);
-	idem_json_kstr(j, "id", evid);
-	idem_json_kstr(j, "type", type);
-	idem_json_kint(j, "created", (long long)time(NULL));
-	idem_json_key(j, "data");
-	idem_json_value(j, data);
-	idem_json_object_end(j);
-	if ((buf = idem_json_buf(j, &len)) != NULL)
-		body = strndup(buf, len);
-	idem_json_free(j);
-	return body;
+	ok = yajl_parse(h, (const unsigned char *)data, len) ==
+	    yajl_status_ok && yajl_complete_parse(h) == yajl_status_ok;
+	yajl_free(h);
+	if (!ok)
+		return NULL;
+	idem_buf_adds(&b, "{\"id\":\"");
+	idem_buf_adds(&b, evid);
+	idem_buf_adds(&b, "\",\"type\":\"");
+	idem_buf_adds(&b, type);
+	idem_buf_adds(&b, "\",\"created\":");
+	idem_buf_add(&b, d, idem_fmt_int(d, (long long)time(NULL)));
+	idem_buf_adds(&b, ",\"data\":");
+	idem_buf_add(&b, data, len);
+	idem_buf_addc(&b, '}');
+	if (idem_buf_nul(&b) == -1) {
+		idem_buf_free(&b);
+		return NULL;
+	}
+	return b.p;
 }
 
 int
@@ -218,9 +235,8 @@ idem_req_enqueue(idem_req *req, const char *type, const char *data,
     size_t len, char *id, size_t idlen)
 {
 	char		 phase[IDEM_EVENT_TYPE_MAX + 100], key[41];
-	char		 evid[IDEM_EVENT_ID_MAX], *copy, *body;
+	char		 evid[IDEM_EVENT_ID_MAX], *body;
 	const char	*point;
-	yajl_val	 tree;
 	idem_args	*a;
 	unsigned	 n;
 	int		 phased;
@@ -249,19 +265,12 @@ idem_req_enqueue(idem_req *req, const char *type, const char *data,
 		return -1;
 	}
 	snprintf(evid, sizeof(evid), "evt_%s", key);
-	if (data == NULL || (copy = strndup(data, len)) == NULL)
-		return -1;
-	tree = strlen(copy) == len ? yajl_tree_parse(copy, NULL, 0) : NULL;
-	free(copy);
-	if (tree == NULL) {
+	if (data == NULL || (body = event_body(evid, type, data, len)) ==
+	    NULL) {
 		idem_req_log(req, IDEM_LOG_ERROR, "outbox: the data of a %s "
 		    "event is not JSON", type);
 		return -1;
 	}
-	body = event_body(evid, type, tree);
-	yajl_tree_free(tree);
-	if (body == NULL)
-		return -1;
 	a = idem_args_new();
 	idem_args_str(a, evid);
 	idem_args_tenant(a, req);

@@ -195,6 +195,7 @@ handle(FCGX_Request *rq)
 	const char	*cl = FCGX_GetParam("CONTENT_LENGTH", rq->envp);
 	char		 body[65536], err[128], lock[24], tenant[24], id[40];
 	char		 amount[24], created[24], hj[160], loc[80];
+	char		 evid[48], ev[1024];
 	unsigned char	 secret[32], fpr[32], lk[32], r16[12];
 	const unsigned char *out;
 	const char	*vals[11];
@@ -308,8 +309,28 @@ handle(FCGX_Request *rq)
 	snprintf(hj, sizeof(hj), "{\"Content-Type\":\"application/json\","
 	    "\"Location\":\"%s\"}", loc);
 
-	/* Flight 2: the row, the key record, COMMIT. */
+	/*
+	 * The payment.succeeded event, as the app enqueues it: an id derived
+	 * from the key and the fingerprint, the body around the response.
+	 */
 	{
+		unsigned char	ed[32];
+		int		k;
+
+		digest(key, strlen(key), fpr, 32, "event:payment.succeeded:1",
+		    25, ed);
+		n = snprintf(evid, sizeof(evid), "evt_");
+		for (k = 0; k < 20; k++)
+			n += snprintf(evid + n, sizeof(evid) - (size_t)n,
+			    "%02x", ed[k]);
+		snprintf(ev, sizeof(ev), "{\"id\":\"%s\",\"type\":"
+		    "\"payment.succeeded\",\"created\":%lld,\"data\":%.*s}",
+		    evid, now, (int)outlen, (const char *)out);
+	}
+
+	/* Flight 2: the row, the event, the key record, COMMIT. */
+	{
+		const char *ev4[4] = { evid, tenant, "payment.succeeded", ev };
 		const char *iv[10] = { id, tenant, amount, cur, "succeeded",
 		    desc, cust, NULL, created, NULL };
 		const char *cv[10] = { tenant, key, method, path,
@@ -319,6 +340,8 @@ handle(FCGX_Request *rq)
 		int cf9[10] = { 0, 0, 0, 0, 1, 0, 0, 0, 1, 0 };
 
 		if (!PQsendQueryPrepared(db, "insert", 10, iv, NULL, NULL, 0) ||
+		    !PQsendQueryPrepared(db, "enqueue", 4, ev4, NULL, NULL,
+		    0) ||
 		    !PQsendQueryPrepared(db, "complete", 10, cv, cl9, cf9, 1) ||
 		    !PQsendQueryParams(db, "COMMIT", 0, NULL, NULL, NULL, NULL,
 		    0) || !PQpipelineSync(db) || drain(NULL, 0) == -1)
@@ -384,10 +407,10 @@ main(int argc, char **argv)
 	/* Prepared once, as the app's pool does on first use. */
 	{
 		static const char *const names[] = { "lookup", "insert",
-		    "complete" };
+		    "enqueue", "complete" };
 		static const char *const sqls[] = { FLOOR_SQL_LOOKUP,
-		    FLOOR_SQL_INSERT, FLOOR_SQL_COMPLETE };
-		for (c = 0; c < 3; c++) {
+		    FLOOR_SQL_INSERT, FLOOR_SQL_ENQUEUE, FLOOR_SQL_COMPLETE };
+		for (c = 0; c < 4; c++) {
 			r = PQprepare(db, names[c], sqls[c], 0, NULL);
 			if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 				fprintf(stderr, "floor: prepare %s: %s", names[c],

@@ -6,9 +6,10 @@ sends for a create and a replay, whatever they become.
     floorsql.py SRCDIR OUT.h
 
 writes a C header with FLOOR_SQL_LOOKUP and FLOOR_SQL_COMPLETE (the
-literals sql_lookup and sql_complete of lib/idempotency.c) and
+literals sql_lookup and sql_complete of lib/idempotency.c),
 FLOOR_SQL_INSERT (the INSERT INTO payments that apps/payments/payments.c
-defers), byte for byte as the C compiler concatenates them.  Exits 1 when
+defers) and FLOOR_SQL_ENQUEUE (the statement lib/outbox.c defers for the
+create's payment.succeeded event), byte for byte as the C compiler concatenates them.  Exits 1 when
 one of them is not found (the floor would then not be a like-for-like
 program: the benchmark refuses to run).
 """
@@ -37,6 +38,10 @@ def statements(srcdir):
                       src)
         if m:
             out[macro] = raw(m.group(1))
+    with open(os.path.join(srcdir, "lib", "outbox.c")) as f:
+        m = re.search(r"idem_req_defer_args\(req,\s*(%s)," % LIT, f.read())
+        if m:
+            out["FLOOR_SQL_ENQUEUE"] = raw(m.group(1))
     with open(os.path.join(srcdir, "apps", "payments", "payments.c")) as f:
         src = f.read()
     for m in re.finditer(r"idem_req_defer(?:_args)?\(\s*req,\s*(%s)," % LIT,
@@ -56,7 +61,8 @@ def main():
     if len(sys.argv) != 3:
         sys.exit("usage: floorsql.py SRCDIR OUT.h")
     st = statements(sys.argv[1])
-    want = ("FLOOR_SQL_LOOKUP", "FLOOR_SQL_COMPLETE", "FLOOR_SQL_INSERT")
+    want = ("FLOOR_SQL_LOOKUP", "FLOOR_SQL_COMPLETE", "FLOOR_SQL_INSERT",
+            "FLOOR_SQL_ENQUEUE")
     missing = [m for m in want if m not in st]
     if missing:
         sys.stderr.write("floorsql.py: not found in the source: %s\n" %

@@ -246,9 +246,9 @@ main(void)
 		rg_scalar("SELECT body FROM idem_events WHERE event_id = $1",
 		    first, body, sizeof(body));
 		TAP_OK(strncmp(body, v, strlen(v)) == 0 && (p = strstr(body,
-		    ",\"data\":{\"note\":\"one\",\"n\":1.50}}")) != NULL &&
+		    ",\"data\":{\"note\": \"one\", \"n\": 1.50}}")) != NULL &&
 		    p[strlen(p) - 1] == '}', "its body: id, type, created, "
-		    "data as written: %s", body);
+		    "data byte for byte as written: %s", body);
 	}
 	TAP_STREQ(rg_scalar("SELECT string_agg(d.endpoint::text || ' ' || "
 	    "d.state || ' ' || d.attempts, ',') FROM idem_deliveries d JOIN "
