@@ -101,7 +101,8 @@ else
 fi
 
 # The static library: libidem.a, then what idem.pc declares private
-# (Libs.private -lfcgi -lpthread, Requires.private libcrypto); libpq and
+# (Libs.private -lfcgi -lpthread, Requires.private libcrypto libcurl:
+# the runtime's dispatcher delivers with the HTTP client); libpq and
 # yajl stay shared ("pkg-config --static" would ask for libpq's own
 # private archives, which Debian does not ship).
 if [ -f "$libdir/libidem.a" ]; then
@@ -109,7 +110,7 @@ if [ -f "$libdir/libidem.a" ]; then
 	if out=$(cc $(pkg-config --cflags idem) -o "$TMP/hello-static" \
 	    "$TMP/hello/hello.c" "$libdir/libidem.a" \
 	    $(pkg-config --libs idem | sed 's/-lidem//') -lfcgi -lpthread \
-	    $(pkg-config --libs libcrypto) 2>&1) &&
+	    $(pkg-config --libs libcrypto libcurl) 2>&1) &&
 	    ! ldd "$TMP/hello-static" | grep -q libidem; then
 		ok "libidem.a links hello without libidem.so"
 	else
