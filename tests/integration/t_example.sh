@@ -68,6 +68,19 @@ check "idem.pc is installed in PREFIX/lib/pkgconfig" "$PC missing" \
     test -f "$PC"
 check "idem.h is installed in PREFIX/include" "$PREFIX/include/idem.h missing" \
     test -f "$PREFIX/include/idem.h"
+# every migration of the tree, the library's and the sample's (a file left
+# out of Makefile.am's lists would leave the installed schema behind)
+for d in sql apps/payments/sql; do
+	inst=$PREFIX/share/idem/${d#apps/}
+	want=$(cd "$SRCDIR/$d" && ls -- *.sql)
+	have=$(cd "$inst" 2>/dev/null && ls -- *.sql)
+	if [ "$want" = "$have" ]; then
+		ok "PREFIX/share/idem/${d#apps/} holds every migration of $d ($(wc -w <<<"$want"))"
+	else
+		nok "PREFIX/share/idem/${d#apps/} holds every migration of $d" \
+		    "$(diff <(echo "$want") <(echo "$have"))"
+	fi
+done
 if out=$(pkg-config --cflags --libs idem 2>&1); then
 	ok "pkg-config idem resolves (its Requires are installed)"
 else
