@@ -1,5 +1,5 @@
 -- create.sql - pgbench script for tests/bench/run: the SQL of one
--- POST /v1/payments with a new key, as lib/idempotency.c and
+-- POST /v1/payments with a new key, as lib/request/idempotency.c and
 -- apps/payments/payments.c send it, in the same two round trips:
 --   flight 1: BEGIN; sql_lookup (idem_claim(): the lookup and the lock)
 --   flight 2: the deferred INSERT INTO payments; sql_complete

@@ -6,9 +6,9 @@ sends for a create and a replay, whatever they become.
     floorsql.py SRCDIR OUT.h
 
 writes a C header with FLOOR_SQL_LOOKUP and FLOOR_SQL_COMPLETE (the
-literals sql_lookup and sql_complete of lib/idempotency.c),
+literals sql_lookup and sql_complete of lib/request/idempotency.c),
 FLOOR_SQL_INSERT (the INSERT INTO payments that apps/payments/payments.c
-defers) and FLOOR_SQL_ENQUEUE (the statement lib/outbox.c defers for the
+defers) and FLOOR_SQL_ENQUEUE (the statement lib/runtime/outbox.c defers for the
 create's payment.succeeded event), byte for byte as the C compiler concatenates them.  Exits 1 when
 one of them is not found (the floor would then not be a like-for-like
 program: the benchmark refuses to run).
@@ -30,7 +30,7 @@ def raw(lits):
 
 def statements(srcdir):
     out = {}
-    with open(os.path.join(srcdir, "lib", "idempotency.c")) as f:
+    with open(os.path.join(srcdir, "lib", "request", "idempotency.c")) as f:
         src = f.read()
     for name, macro in (("sql_lookup", "FLOOR_SQL_LOOKUP"),
                         ("sql_complete", "FLOOR_SQL_COMPLETE")):
@@ -38,7 +38,7 @@ def statements(srcdir):
                       src)
         if m:
             out[macro] = raw(m.group(1))
-    with open(os.path.join(srcdir, "lib", "outbox.c")) as f:
+    with open(os.path.join(srcdir, "lib", "runtime", "outbox.c")) as f:
         m = re.search(r"idem_req_defer_args\(req,\s*(%s)," % LIT, f.read())
         if m:
             out["FLOOR_SQL_ENQUEUE"] = raw(m.group(1))

@@ -8,7 +8,7 @@ changed since create.sql was written.
                               (NAME=SUM ...); print the names that differ
                               (nothing: all the same)
 
-The statements: sql_lookup and sql_complete of lib/idempotency.c
+The statements: sql_lookup and sql_complete of lib/request/idempotency.c
 (C string literals) and the INSERT INTO payments that
 apps/payments/payments.c defers.  Whitespace is normalised; the sum is the
 first 12 hex digits of SHA-256.

@@ -174,9 +174,9 @@ def evict_during_creates(secs):
 
 def evict_paced_during_creates(secs, duty=25, batch=10000):
     """Creates for secs while the backlog is evicted as the janitor paces
-    it at its starting duty (lib/backoff.c idem_evict_pause_us: after a
+    it at its starting duty (lib/pure/backoff.c idem_evict_pause_us: after a
     full batch, a pause of batch time x (100 - duty) / duty); one batch per
-    psql, under the fleet lock, as lib/store.c runs it.  (create run,
+    psql, under the fleet lock, as lib/io/store.c runs it.  (create run,
     keys/s over the whole run, keys evicted)."""
     stop = threading.Event()
     got = {"n": 0}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""outbox.py - the outbox's dispatcher (lib/dispatcher.c) against a real
+"""outbox.py - the outbox's dispatcher (lib/runtime/dispatcher.c) against a real
 receiver on loopback (http.server, [webhooks] allow_private = on), a real
 payments.fcgi (its dispatcher thread) and `payments.fcgi deliver` (runs
 apart), and PostgreSQL.  Events are enqueued with the library's SQL

@@ -1,7 +1,7 @@
 /*
  * fuzz_config.c - libFuzzer harness for the INI config parser
  * (idem_cfg_init, idem_cfg_allow, idem_cfg_parse, idem_cfg_free in
- * lib/config.c).
+ * lib/format/config.c).
  *
  * The input is the text of a config file (an exact-size heap copy, so a
  * read beyond len is caught).  It is parsed as payments.fcgi would (the

@@ -1,7 +1,7 @@
 /*
  * fuzz_fcgi.c - libFuzzer harness for the raw bytes of a FastCGI
- * connection as the runtime reads them (lib/conns.c): recv() chunks fed to
- * idem's reader (lib/fcgi.c), each whole request's parameters looked up
+ * connection as the runtime reads them (lib/runtime/conns.c): recv() chunks fed to
+ * idem's reader (lib/format/fcgi.c), each whole request's parameters looked up
  * as request.c does, idem_fcgi_served() after it, until the reader
  * refuses the connection or the bytes end.
  *

@@ -1,5 +1,5 @@
 /*
- * fuzz_jcs.c - libFuzzer harness for idem_jcs_canonicalize() (lib/jcs.c).
+ * fuzz_jcs.c - libFuzzer harness for idem_jcs_canonicalize() (lib/format/jcs.c).
  *
  * The input is one JSON text.  Properties checked (abort() on violation):
  *   - canonicalising is idempotent: if the input is accepted, then

@@ -1,5 +1,5 @@
 /*
- * fuzz_key.c - libFuzzer harness for idem_key_parse() (lib/key.c), the
+ * fuzz_key.c - libFuzzer harness for idem_key_parse() (lib/pure/key.c), the
  * Idempotency-Key field value parser.
  *
  * The input is the field value, passed as an exact-size heap copy (no NUL

@@ -2,10 +2,10 @@
  * fuzz_request.c - libFuzzer harness for the request parameters as they
  * arrive: a request line and header fields.
  *
- * The query decoder itself (idem_req_query in lib/request.c) needs a whole
+ * The query decoder itself (idem_req_query in lib/request/request.c) needs a whole
  * idem_req (FastCGI request, app, pool), so it is not fuzzed here; this
  * harness feeds the two parsers a request's parameters do go through,
- * idem_router_match() (lib/router.c) and idem_key_parse() (lib/key.c), with
+ * idem_router_match() (lib/pure/router.c) and idem_key_parse() (lib/pure/key.c), with
  * header-like input:
  *
  *	METHOD SP TARGET [SP VERSION]    TARGET = PATH ["?" QUERY]
@@ -20,7 +20,7 @@
  * [A-Za-z0-9._~-]; a key is 1..IDEM_KEY_MAX bytes of 0x20-0x7e; parsing
  * a value twice gives the same result; nothing leaks.
  *
- * A body that parses as JSON goes to idem_validate() (lib/validate.c)
+ * A body that parses as JSON goes to idem_validate() (lib/pure/validate.c)
  * with the payments create's declaration: a refusal's detail is
  * "member: rule" naming "body", a declared member or one of the body's;
  * an accepted body has its required members, in range; the same answer

@@ -1,5 +1,5 @@
 /*
- * fuzz_router.c - libFuzzer harness for idem_router_match() (lib/router.c)
+ * fuzz_router.c - libFuzzer harness for idem_router_match() (lib/pure/router.c)
  * with the routes of the payments application.
  *
  * The input is "METHOD" and "PATH", split at the first NUL or newline

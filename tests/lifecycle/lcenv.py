@@ -21,7 +21,7 @@ from harness import DB, Failed, app_pids, free_port, pid_running, q
 
 PAY = "/v1/payments"
 ROUTE = "POST /v1/payments"
-EVICT_LOCK = 7236491087         # lib/janitor.c: the fleet-wide lock
+EVICT_LOCK = 7236491087         # lib/runtime/janitor.c: the fleet-wide lock
 LOCK_TIMEOUT_S = 5.0            # [idempotency] lock_timeout of the fixtures
                                 # (5 s, not 3: a retry within the lease after
                                 # a crash and respawn, on a loaded machine)

@@ -36,7 +36,7 @@ from checks import charge_of, expect_completed, replays
 LEASE_S = 10.0          # the default [idempotency] lease
 SLACK_S = 2.0           # the target: resumed within lease + 2 s
 CALL_S = 30             # the live owner's acquirer call
-STALL_S = 6             # lib/idempotency.c: an IDEM_FAULT=stall-... sleep
+STALL_S = 6             # lib/request/idempotency.c: an IDEM_FAULT=stall-... sleep
 BOUNDARIES = ("before:payment_created", "after:payment_created",
               "before:charged", "after:charged")
 SHORT = {"before:payment_created": "bpc", "after:payment_created": "apc",

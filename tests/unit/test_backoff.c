@@ -1,6 +1,6 @@
 /*
  * test_backoff.c - the completer's retry schedule and give-up rule
- * (lib/backoff.c), one table row per case.
+ * (lib/pure/backoff.c), one table row per case.
  */
 #include "backoff.h"
 #include "tap.h"

@@ -1,5 +1,5 @@
 /*
- * test_fcgi.c - idem's FastCGI reader (lib/fcgi.c): name-value pairs, and
+ * test_fcgi.c - idem's FastCGI reader (lib/format/fcgi.c): name-value pairs, and
  * whole connections as byte streams (each fed at once and byte by byte,
  * with the same outcome), table-driven; the records of a response.
  */

@@ -1,5 +1,5 @@
 /*
- * test_outbox.c - the outbox's pure rules (lib/outbox.c): a webhook URL's
+ * test_outbox.c - the outbox's pure rules (lib/runtime/outbox.c): a webhook URL's
  * verdict, an event type, and what becomes of a delivery attempt, one
  * table row per case.
  */

@@ -1,6 +1,6 @@
 /*
  * test_stmts.c - the prepared-statement bookkeeping of one connection
- * (lib/stmts.c): what to send for a text, as a table of situations.
+ * (lib/pure/stmts.c): what to send for a text, as a table of situations.
  */
 #include <stdio.h>
 #include <string.h>

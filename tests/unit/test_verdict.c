@@ -1,7 +1,7 @@
 /*
- * test_verdict.c - the exactly-once decision (lib/verdict.c), one table
+ * test_verdict.c - the exactly-once decision (lib/pure/verdict.c), one table
  * row per situation flight 1 can find a key in; and the HTTP date of the
- * Idempotency-Key-Expires header (lib/clock.c).
+ * Idempotency-Key-Expires header (lib/pure/clock.c).
  */
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /*
- * test_webhook.c - Standard Webhooks signatures (lib/webhook.c): the
+ * test_webhook.c - Standard Webhooks signatures (lib/format/webhook.c): the
  * specification's published vector, then a table of receiver checks (each
  * header, the tolerance's edges, rotation lists, malformed values) and new
  * secrets.

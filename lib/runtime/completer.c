@@ -10,7 +10,7 @@
  * Each record has its own schedule (sql/009): the records that are due are
  * taken with FOR UPDATE SKIP LOCKED, so that several completers (processes
  * of a fleet) take different records without a fleet-wide lock, and a
- * record that fails again is due only after a backoff (lib/backoff.c): it
+ * record that fails again is due only after a backoff (lib/pure/backoff.c): it
  * yields to the others instead of coming back first every run.  A record
  * that cannot succeed (its tenant revoked, no phased route for it here,
  * [idempotency] completer_max_attempts or completer_max_age reached) is
