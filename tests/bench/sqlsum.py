@@ -28,7 +28,7 @@ def join(lits):
 
 def sums(srcdir):
     out = {}
-    with open(srcdir + "/lib/idempotency.c") as f:
+    with open(srcdir + "/lib/request/idempotency.c") as f:
         src = f.read()
     for name in ("sql_lookup", "sql_complete"):
         m = re.search(r"static const char %s\[\]\s*=\s*(%s);" % (name, LIT),
