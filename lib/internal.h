@@ -55,6 +55,10 @@ int	idem_buf_add_jstr(struct idem_buf *b, const char *s, size_t len);
 int	idem_buf_nul(struct idem_buf *b);
 void	idem_buf_reset(struct idem_buf *b);
 void	idem_buf_free(struct idem_buf *b);
+/* An error message into the caller's buffer (err may be NULL, errlen 0):
+ * every "char *err, size_t errlen" of the library is filled by it. */
+void	idem_errf(char *err, size_t errlen, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
 /* Lower-case hex of p[0..n-1] into out (2n + 1 bytes, NUL-terminated). */
 void	idem_hex(const unsigned char *p, size_t n, char *out);
 

@@ -190,21 +190,8 @@ struct parse {
 
 static int	 perr(struct parse *, unsigned long, const char *, ...)
 		    __attribute__((format(printf, 3, 4)));
-static void	 errmsg(char *, size_t, const char *, ...)
-		    __attribute__((format(printf, 3, 4)));
 static int	 parse_int(const char *, long long, long long, long long *);
 
-static void
-errmsg(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list	 ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* Report "name:line: message" and return -1. */
 static int
@@ -1108,7 +1095,7 @@ idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
 	unsigned long		 lock_line, req_line;
 	int			 rc = -1;
 
-	errmsg(err, errlen, "%s", "");
+	idem_errf(err, errlen, "%s", "");
 	memset(&ps, 0, sizeof(ps));
 	ps.cfg = cfg;
 	ps.name = name;
@@ -1189,13 +1176,13 @@ idem_cfg_load(struct idem_cfg *cfg, const char *path, char *err,
 	ssize_t		 n;
 	int		 fd, rc;
 
-	errmsg(err, errlen, "%s", "");
+	idem_errf(err, errlen, "%s", "");
 	if (path == NULL) {
-		errmsg(err, errlen, "no config file given");
+		idem_errf(err, errlen, "no config file given");
 		return -1;
 	}
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
-		errmsg(err, errlen, "%s: cannot open: %s", path,
+		idem_errf(err, errlen, "%s: cannot open: %s", path,
 		    strerror_r(errno, ebuf, sizeof(ebuf)));
 		return -1;
 	}
@@ -1204,18 +1191,18 @@ idem_cfg_load(struct idem_cfg *cfg, const char *path, char *err,
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1) {
-			errmsg(err, errlen, "%s: cannot read: %s", path,
+			idem_errf(err, errlen, "%s: cannot read: %s", path,
 			    strerror_r(errno, ebuf, sizeof(ebuf)));
 			goto fail;
 		}
 		if (n == 0)
 			break;
 		if ((size_t)n > CFG_FILE_MAX - b.len) {
-			errmsg(err, errlen, "%s: larger than 1 MiB", path);
+			idem_errf(err, errlen, "%s: larger than 1 MiB", path);
 			goto fail;
 		}
 		if (idem_buf_add(&b, chunk, (size_t)n) == -1) {
-			errmsg(err, errlen, "%s: out of memory", path);
+			idem_errf(err, errlen, "%s: out of memory", path);
 			goto fail;
 		}
 	}

@@ -60,6 +60,18 @@ idem_buf_adds(struct idem_buf *b, const char *s)
 	return idem_buf_add(b, s, strlen(s));
 }
 
+void
+idem_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list	ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
 int
 idem_buf_addf(struct idem_buf *b, const char *fmt, ...)
 {

@@ -568,20 +568,7 @@ idem_http_resp_free(idem_http_resp *r)
 
 /* --- the call ---------------------------------------------------------------- */
 
-static void say(char *, size_t, const char *, ...)
-    __attribute__((format(printf, 3, 4)));
 
-static void
-say(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list	ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* The request's header lines, then ours: the body's type, and no
  * "Expect: 100-continue" (a second round trip for every large body). */
@@ -798,20 +785,20 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 	if (err != NULL && errlen > 0)
 		err[0] = '\0';
 	if (h == NULL || resp == NULL || h->failed) {
-		say(err, errlen, "fail: the request was not built");
+		idem_errf(err, errlen, "fail: the request was not built");
 		return IDEM_HTTP_FAIL;
 	}
 	ms = idem_http_budget_ms(h->timeout_ms, has_deadline(req),
 	    has_deadline(req) ? idem_req_time_left_ms(req) : 0);
 	if (ms == 0) {
-		say(err, errlen, "timeout: no time left for %s %s", h->method,
+		idem_errf(err, errlen, "timeout: no time left for %s %s", h->method,
 		    h->url);
 		return IDEM_HTTP_TIMEOUT;
 	}
 	if ((c = thread_handle()) == NULL || (lines = header_lines(h)) ==
 	    NULL || (r = calloc(1, sizeof(*r))) == NULL) {
 		curl_slist_free_all(lines);
-		say(err, errlen, "fail: out of memory");
+		idem_errf(err, errlen, "fail: out of memory");
 		return IDEM_HTTP_FAIL;
 	}
 	r->max_body = h->max_body;
@@ -819,7 +806,7 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 	if (set_options(c, h, lines, r, ms, errbuf, &g) == -1) {
 		curl_slist_free_all(lines);
 		idem_http_resp_free(r);
-		say(err, errlen, "fail: libcurl refused an option");
+		idem_errf(err, errlen, "fail: libcurl refused an option");
 		return IDEM_HTTP_FAIL;
 	}
 	cc = curl_easy_perform(c);
@@ -831,7 +818,7 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 	curl_easy_setopt(c, CURLOPT_PREREQDATA, NULL);
 	curl_slist_free_all(lines);
 	if (g.refused && cc != CURLE_OK) {
-		say(err, errlen, "refused: %s %s: %s is not a public address",
+		idem_errf(err, errlen, "refused: %s %s: %s is not a public address",
 		    h->method, h->url, g.addr);
 		idem_http_resp_free(r);
 		return IDEM_HTTP_REFUSED;
@@ -840,16 +827,16 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 	if (rc == IDEM_HTTP_OK || rc == IDEM_HTTP_STATUS) {
 		if (idem_buf_nul(&r->body) == -1) {
 			idem_http_resp_free(r);
-			say(err, errlen, "fail: out of memory");
+			idem_errf(err, errlen, "fail: out of memory");
 			return IDEM_HTTP_FAIL;
 		}
 		if (rc == IDEM_HTTP_STATUS)
-			say(err, errlen, "status: %s %s answered %ld",
+			idem_errf(err, errlen, "status: %s %s answered %ld",
 			    h->method, h->url, r->status);
 		*resp = r;
 		return rc;
 	}
-	say(err, errlen, "%s: %s %s: %s", idem_http_rc_name(rc),
+	idem_errf(err, errlen, "%s: %s %s: %s", idem_http_rc_name(rc),
 		    h->method, h->url, rc == IDEM_HTTP_TOO_LARGE ?
 		    "the answer is larger than allowed" : errbuf[0] != '\0' ?
 		    errbuf : curl_easy_strerror(cc));
