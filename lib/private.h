@@ -399,13 +399,16 @@ int	idem_resp_write(idem_req *req, struct idem_buf *out);
  * process is evicting, -1 on a database error.  *remembered: the traces
  * written for routes with remember (sql/010).  duty: the share of time
  * (percent) batches take while a backlog lasts (backoff.h); 0 flat out.
+ * Each batch takes a connection of pool (waiting acquire_ms at most) and
+ * gives it back before the pause that follows.
  */
-int	idem_evict_bounded(PGconn *db, long batch, long max_batches,
-	    long long until_us, int duty, atomic_int *stop, long *evicted,
-	    long *remembered);
+int	idem_evict_bounded(struct idem_pool *pool, long long acquire_ms,
+	    long batch, long max_batches, long long until_us, int duty,
+	    atomic_int *stop, long *evicted, long *remembered);
 /* idem_forget() the same way: remembered traces whose window passed. */
-int	idem_forget_bounded(PGconn *db, long batch, long max_batches,
-	    long long until_us, int duty, atomic_int *stop, long *forgotten);
+int	idem_forget_bounded(struct idem_pool *pool, long long acquire_ms,
+	    long batch, long max_batches, long long until_us, int duty,
+	    atomic_int *stop, long *forgotten);
 
 /* The fleet-wide eviction lock (any constant). */
 #define IDEM_EVICT_LOCK	"7236491087"

@@ -257,6 +257,12 @@ out:
 	return n;
 }
 
+/* A batch of eviction (sql/010: traces written in the same statement)
+ * and of forgetting those traces. */
+static const char sql_evict_batch[] =
+	"SELECT * FROM idem_evict_batch($1::bigint)";
+static const char sql_forget_batch[] = "SELECT idem_forget_batch($1::bigint)";
+
 /* Sleep us microseconds in slices, -1 as soon as *stop is set. */
 static int
 pause_unless_stopped(long long us, atomic_int *stop)
@@ -281,12 +287,23 @@ pause_unless_stopped(long long us, atomic_int *stop)
  * until_us (0: none) has passed or *stop is set: 0, 2 (stopped with more
  * left), 1 (another process evicts), -1.  *n the rows, *second the sum of
  * the second column.  duty (percent, 1 to 99; else none): after a full
- * batch, pause so that batches take that share of the time.
+ * batch, pause so that batches take that share of the time.  Each batch
+ * takes a pool connection and gives it back before the pause: a paced
+ * backlog holds none of the requests' connections while it waits.
  */
+/* Where a batch's connection comes from: db itself, else pool's. */
+struct evict_conn {
+	PGconn			*db;
+	struct idem_pool	*pool;
+	long long		 acquire_ms;
+};
+
 static int
-evict_loop(PGconn *db, const char *sql, long batch, long max_batches,
-    long long until_us, int duty, atomic_int *stop, long *n, long *second)
+evict_loop(const struct evict_conn *c, const char *sql, long batch,
+    long max_batches, long long until_us, int duty, atomic_int *stop,
+    long *n, long *second)
 {
+	PGconn		*db = c->db;
 	char		lim[24];
 	long		k, s = 0, i;
 	long long	t0, pause;
@@ -302,8 +319,14 @@ evict_loop(PGconn *db, const char *sql, long batch, long max_batches,
 		if (i > 0 && ((stop != NULL && atomic_load(stop)) ||
 		    (until_us > 0 && idem_now_us() >= until_us)))
 			return 2;
-		t0 = idem_now_us();
-		if ((k = evict_batch(db, sql, lim, &s)) == -1)
+		if (c->db == NULL && (db = idem_pool_acquire(c->pool,
+		    c->acquire_ms, NULL)) == NULL)
+			return -1;
+		t0 = idem_now_us();	/* the wait for it was the requests' */
+		k = evict_batch(db, sql, lim, &s);
+		if (c->db == NULL)
+			idem_pool_release(c->pool, db);
+		if (k == -1)
 			return -1;
 		if (k == -2)
 			return i == 0 ? 1 : 0;	/* another process evicts */
@@ -325,9 +348,9 @@ evict_loop(PGconn *db, const char *sql, long batch, long max_batches,
 }
 
 int
-idem_evict_bounded(PGconn *db, long batch, long max_batches,
-    long long until_us, int duty, atomic_int *stop, long *evicted,
-    long *remembered)
+idem_evict_bounded(struct idem_pool *pool, long long acquire_ms, long batch,
+    long max_batches, long long until_us, int duty, atomic_int *stop,
+    long *evicted, long *remembered)
 {
 	/*
 	 * Only what idem_free() (sql/005) lets a new request replace: never
@@ -336,38 +359,45 @@ idem_evict_bounded(PGconn *db, long batch, long max_batches,
 	 * reported).  A completed record of a route with remember leaves its
 	 * trace in the same statement (sql/010).
 	 */
-	return evict_loop(db, "SELECT * FROM idem_evict_batch($1::bigint)",
-	    batch, max_batches, until_us, duty, stop, evicted, remembered);
+	struct evict_conn	c = { NULL, pool, acquire_ms };
+
+	return evict_loop(&c, sql_evict_batch, batch, max_batches, until_us,
+	    duty, stop, evicted, remembered);
 }
 
 int
-idem_forget_bounded(PGconn *db, long batch, long max_batches,
-    long long until_us, int duty, atomic_int *stop, long *forgotten)
+idem_forget_bounded(struct idem_pool *pool, long long acquire_ms, long batch,
+    long max_batches, long long until_us, int duty, atomic_int *stop,
+    long *forgotten)
 {
-	return evict_loop(db, "SELECT idem_forget_batch($1::bigint)", batch,
-	    max_batches, until_us, duty, stop, forgotten, NULL);
+	struct evict_conn	c = { NULL, pool, acquire_ms };
+
+	return evict_loop(&c, sql_forget_batch, batch, max_batches, until_us,
+	    duty, stop, forgotten, NULL);
 }
 
 int
 idem_evict(PGconn *db, long batch, long max_batches,
     long long lock_timeout_ms, long *evicted)
 {
-	long	remembered;
-	int	rc;
+	struct evict_conn	c = { db, NULL, 0 };
+	long			remembered;
+	int			rc;
 
 	(void)lock_timeout_ms;	/* leases carry their own end */
-	rc = idem_evict_bounded(db, batch, max_batches, 0, 0, NULL, evicted,
-	    &remembered);
+	rc = evict_loop(&c, sql_evict_batch, batch, max_batches, 0, 0, NULL,
+	    evicted, &remembered);
 	return rc == 2 ? 0 : rc;
 }
 
 int
 idem_forget(PGconn *db, long batch, long max_batches, long *forgotten)
 {
-	int	rc;
+	struct evict_conn	c = { db, NULL, 0 };
+	int			rc;
 
-	rc = idem_forget_bounded(db, batch, max_batches, 0, 0, NULL,
-	    forgotten);
+	rc = evict_loop(&c, sql_forget_batch, batch, max_batches, 0, 0, NULL,
+	    forgotten, NULL);
 	return rc == 2 ? 0 : rc;
 }
 

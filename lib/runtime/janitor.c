@@ -18,7 +18,7 @@
 
 /* Abandoned keys one janitor run completes at most. */
 #define COMPLETE_BATCH	10
-/* Eviction time per run; the pool connection is given back after it. */
+/* Eviction time per run. */
 #define RUN_BUDGET_MS	2000
 /* The pause after a run that left a backlog. */
 #define BACKLOG_PAUSE_MS 1000
@@ -46,11 +46,10 @@ run_once(idem_app *app, int duty)
 	long long	 until_us = idem_now_us() + RUN_BUDGET_MS * 1000LL;
 	int		 rc, frc, crc;
 
-	if ((db = idem_pool_acquire(app->pool, app->cfg.acquire_timeout_ms,
-	    NULL)) == NULL)
-		return -1;
-	rc = idem_evict_bounded(db, app->cfg.evict_batch, 0, until_us, duty,
-	    &app->stopping, &evicted, &remembered);
+	/* A connection per batch, none held through the pauses (store.c). */
+	rc = idem_evict_bounded(app->pool, app->cfg.acquire_timeout_ms,
+	    app->cfg.evict_batch, 0, until_us, duty, &app->stopping, &evicted,
+	    &remembered);
 	if (rc != -1) {
 		idem_metrics_add(app, IDEM_M_EVICTED, evicted);
 		idem_metrics_add(app, IDEM_M_REMEMBERED, remembered);
@@ -65,7 +64,8 @@ run_once(idem_app *app, int duty)
 	/* The traces whose remember window passed, in the same budget
 	 * (sql/010); first come the keys, which hold the most. */
 	if (rc == 0) {
-		frc = idem_forget_bounded(db, app->cfg.evict_batch, 0,
+		frc = idem_forget_bounded(app->pool,
+		    app->cfg.acquire_timeout_ms, app->cfg.evict_batch, 0,
 		    until_us, duty, &app->stopping, &forgotten);
 		if (frc == -1)
 			rc = -1;
@@ -81,15 +81,20 @@ run_once(idem_app *app, int duty)
 	}
 	/* Only rows whose lease is older than lock_timeout, which is longer
 	 * than any request may run; safe from several processes at once. */
-	if (rc != -1 && idem_reclaim(db, app->cfg.lock_timeout_ms,
-	    &reclaimed) == -1)
-		rc = -1;
-	else if (reclaimed > 0) {
-		idem_metrics_add(app, IDEM_M_RECLAIMED, reclaimed);
-		idem_log(IDEM_LOG_INFO, "janitor: reclaimed %ld stuck keys",
-		    reclaimed);
+	if (rc != -1) {
+		if ((db = idem_pool_acquire(app->pool,
+		    app->cfg.acquire_timeout_ms, NULL)) == NULL)
+			return -1;
+		if (idem_reclaim(db, app->cfg.lock_timeout_ms,
+		    &reclaimed) == -1)
+			rc = -1;
+		else if (reclaimed > 0) {
+			idem_metrics_add(app, IDEM_M_RECLAIMED, reclaimed);
+			idem_log(IDEM_LOG_INFO, "janitor: reclaimed %ld stuck "
+			    "keys", reclaimed);
+		}
+		idem_pool_release(app->pool, db);
 	}
-	idem_pool_release(app->pool, db);
 	if (rc == -1 || atomic_load(&app->stopping))
 		return rc == -1 ? -1 : 0;
 	/* Bounded per run: each record may take a whole handler's time. */
