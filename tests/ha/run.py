@@ -527,6 +527,7 @@ class Webhooks:
         and the figures line."""
         db = self.ctx.primary_db()
         rep = marks["wall_reported"]
+        t_wait = time.monotonic()
         left = rep + WEBHOOK_DEADLINE - time.time()
         sql_open = ("select count(*) from idem_deliveries where endpoint = "
                     "%d and state <> 'delivered'" % self.id)
@@ -537,6 +538,7 @@ class Webhooks:
             all_done = True
         except fx.SetupError:
             all_done = False
+        t_wait = time.monotonic() - t_wait
         rows = db.rows(
             "select e.event_id, e.body, d.state, d.attempts, x.port, "
             "extract(epoch from x.at) as at from idem_deliveries d join "
@@ -615,12 +617,12 @@ class Webhooks:
             "received %s times; %d recorded delivered on the new primary: "
             "delivery resumed (the first) %s after the kill, %s after "
             "Patroni reported the new primary; the last %s after the "
-            "report" % (
+            "report (the checks waited %.2fs for it)" % (
                 len(ev), len(got), redeliv, self.in_flight, len(self.taken),
                 [len(self.rcv.got(e)) for e in self.taken], len(ats),
                 "%.2fs" % (ats[0] - marks["wall_kill"]) if ats else "never",
                 "%.2fs" % (ats[0] - rep) if ats else "-",
-                "%.2fs" % (ats[-1] - rep) if ats else "-"))
+                "%.2fs" % (ats[-1] - rep) if ats else "-", t_wait))
 
 
 # --- the events ---------------------------------------------------------------
