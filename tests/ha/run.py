@@ -20,9 +20,9 @@ target; what comes before (the election) is Patroni's and is awaited on
 its reported state (REST /primary, /sync, /cluster), never in a fixed
 window, so that the suite holds on a busy machine.  The failover happens
 during webhook delivery: the load's tenant has an endpoint on a receiver on
-loopback (tests/lib/webhook_receiver.py), one delivery is held in flight at
-the kill, and every payment on the new primary must reach the receiver
-once applied (the receiver deduplicates on webhook-id, which must be the
+loopback (tests/lib/webhook_receiver.py), calls to it are held in flight
+from the kill until Patroni reports the new primary, and every payment on
+the new primary must reach the receiver once applied (the receiver deduplicates on webhook-id, which must be the
 event's id on the new primary), no event of a payment the new primary
 lacks, every delivery recorded delivered within a deadline; the time to
 the first delivery after the failover is a figure.  Then (5) the
@@ -77,18 +77,19 @@ TARGET = {"switchover": (3.0, "reported"), "failover": (3.0, "reported"),
 # connect attempt (connect_timeout 2 s) + slack.
 SLOWEST = 6.0
 # [webhooks] of the app instances: the receiver is on loopback (allowed
-# here only), retries come within a second, and a dispatcher takes one
-# delivery at a time with a 2 s timeout, so that a delivery taken and not
+# here only), retries come within a second, a call may take the default
+# 10 s (a call held by the receiver outlasts the election) and a
+# dispatcher takes one delivery at a time, so that a delivery taken and not
 # recorded (its primary died between the take and the record) is due again
-# once the take's hold lapses, batch x (timeout + 1 s) + 5 s = 8 s after it
-# (lib/dispatcher.c), rather than after the defaults' 115 s.
+# once the take's hold lapses, batch x (timeout + 1 s) + 5 s = 16 s after
+# it (lib/dispatcher.c), rather than after the default batch's 115 s.
 WEBHOOKS = ("[webhooks]\nallow_private = on\ninterval = 100ms\n"
-            "backoff = 200ms\nbackoff_max = 1s\ntimeout = 2s\nbatch = 1\n")
+            "backoff = 200ms\nbackoff_max = 1s\ntimeout = 10s\nbatch = 1\n")
 # Every payment's event recorded delivered within this long of Patroni's
 # report of the new primary: what is left of the hold above (taken before
 # the kill, reported ~5 s after it), the dispatchers' pause after database
 # errors (it grows over the election, to a few seconds) and slack; the
-# defaults' hold would miss it.
+# default batch's hold would miss it.
 WEBHOOK_DEADLINE = 20
 # Pool settings and the conninfo options the deploy docs recommend.
 ACQUIRE_TIMEOUT = "2s"
@@ -479,8 +480,7 @@ class Webhooks:
         self.ctx = ctx
         self.rcv = Receiver()
         self.id = None
-        self.taken = []         # event ids taken, unrecorded, at the kill
-        self.in_flight = 0      # deliveries held by the receiver then
+        self.in_flight = 0      # deliveries held across the election
         cl = hc.Client("127.0.0.1", ctx.nginx.port, keepalive=False)
         a = cl.request("POST", "/v1/webhook_endpoints",
                        hc.payment_headers(ctx.secret, ctx.key("wh")),
@@ -495,22 +495,16 @@ class Webhooks:
                                 % a.describe())
         self.id, self.secret = doc["id"], doc["secret"]
 
-    def hold(self, db):
+    def hold(self):
         """Hold the deliveries arriving from now on at the receiver, until
-        one is in flight; note which ones the dispatchers took (db: the
-        primary, about to be killed)."""
+        one is in flight."""
         self.rcv.hold()
         fx.wait_until("a delivery held in flight by the receiver",
                       lambda: self.rcv.waiting >= 1, 20, 0.01)
-        self.taken = db.rows(
-            "select e.event_id from idem_deliveries d join idem_events e "
-            "on e.id = d.event where d.endpoint = %d and d.state = "
-            "'pending' and d.attempts > 0" % self.id)
-        self.taken = [r["event_id"] for r in self.taken]
 
     def release(self):
-        """Answer the held deliveries (204): their dispatchers cannot
-        record it, their primary is gone."""
+        """Answer the held deliveries (204), their calls still waiting
+        (the dispatchers' timeout is longer than the election)."""
         self.in_flight = self.rcv.waiting
         self.rcv.release()
 
@@ -590,7 +584,8 @@ class Webhooks:
             if why is not None:
                 bad.append("delivery of %s: signature: %s" % (d.id, why))
         if self.in_flight < 1:
-            bad.append("no delivery was in flight at the kill")
+            bad.append("no delivery was in flight from the kill to "
+                       "Patroni's report")
         sc.report("5", not bad and len(pays) > 0, [
             "%d payments of the load on the new primary, %d events for the "
             "endpoint, %d deliveries received" % (len(pays), len(ev),
@@ -610,16 +605,21 @@ class Webhooks:
         ats = sorted(r["at"] for r in rows if r["at"] is not None
                      and new is not None and r["port"] == new.port)
         redeliv = len(got) - len(arrived)
+        node = {n.port: n.name for n in self.ctx.ha.nodes}
+        held = ["received %d times, recorded on %s" % (
+            len(self.rcv.got(e)), node.get((ev.get(e) or {}).get("port"),
+                                           "none")) for e in
+                self.rcv.held_ids]
         self.ctx.tap.note(
             "figures: webhooks through the failover: %d events, %d "
-            "deliveries received (%d again, the same webhook-id), %d held "
-            "in flight at the kill; %d taken and not recorded then, "
-            "received %s times; %d recorded delivered on the new primary: "
+            "deliveries received (%d again, the same webhook-id); %d held "
+            "in flight from the kill to Patroni's report (%s; the new "
+            "primary %s); %d recorded delivered on the new primary: "
             "delivery resumed (the first) %s after the kill, %s after "
             "Patroni reported the new primary; the last %s after the "
             "report (the checks waited %.2fs for it)" % (
-                len(ev), len(got), redeliv, self.in_flight, len(self.taken),
-                [len(self.rcv.got(e)) for e in self.taken], len(ats),
+                len(ev), len(got), redeliv, self.in_flight,
+                ", ".join(held), new.name if new else None, len(ats),
                 "%.2fs" % (ats[0] - marks["wall_kill"]) if ats else "never",
                 "%.2fs" % (ats[0] - rep) if ats else "-",
                 "%.2fs" % (ats[-1] - rep) if ats else "-", t_wait))
@@ -709,17 +709,22 @@ def e_failover(ctx, sc):
 
     def before():
         if wh is not None:
-            wh.hold(old.db)
+            wh.hold()
 
     def event():
         watch.start()
         t_kill = time.time()
         old.kill9()
-        if wh is not None:
-            wh.release()
         # Patroni's election (the leader key's ttl, then its loop): the
         # load runs on until it reports the new primary
-        watch.wait()
+        try:
+            watch.wait()
+        finally:
+            # the held calls answered now: their dispatchers record that
+            # on the new primary, or (the connection to the old one
+            # failing) deliver them again once their hold lapses
+            if wh is not None:
+                wh.release()
         return {"t_reported": watch.t_reported, "wall_kill": t_kill,
                 "wall_reported": time.time() - (time.monotonic() -
                                                 watch.t_reported)}
@@ -939,7 +944,8 @@ EVENTS = [
     (2, "failover", e_failover,
      [("1", "kill -9 of postmaster and Patroni: the synchronous standby is "
             "promoted, a synchronous standby remains")] + EVENT_CHECKS + [
-         ("5", "during webhook delivery (one held in flight at the kill): "
+         ("5", "during webhook delivery (a call held in flight from the "
+               "kill to Patroni's report): "
                "every payment on the new primary reached the receiver "
                "under its event's webhook-id there, signed, its body as "
                "stored; nothing of a payment the new primary lacks; every "

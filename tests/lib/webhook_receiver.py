@@ -111,6 +111,7 @@ class Receiver:
         self.waiting = 0            # deliveries held now (hold())
         self.hold_first_only = False
         self.arrived = set()        # webhook-ids that arrived (held or not)
+        self.held_ids = []          # webhook-ids of deliveries held
         self.conns = set()          # open connections (kept alive)
         self.server = None
         self.thread = None
@@ -147,6 +148,7 @@ class Receiver:
                         again and rcv.hold_first_only):
                     with rcv.lock:
                         rcv.waiting += 1
+                        rcv.held_ids.append(hs.get("webhook-id"))
                     rcv.released.wait(60)
                     with rcv.lock:
                         rcv.waiting -= 1
