@@ -22,10 +22,11 @@ window, so that the suite holds on a busy machine.  The failover happens
 during webhook delivery: the load's tenant has an endpoint on a receiver on
 loopback (tests/lib/webhook_receiver.py), calls to it are held in flight
 from the kill until Patroni reports the new primary, and every payment on
-the new primary must reach the receiver once applied (the receiver deduplicates on webhook-id, which must be the
-event's id on the new primary), no event of a payment the new primary
-lacks, every delivery recorded delivered within a deadline; the time to
-the first delivery after the failover is a figure.  Then (5) the
+the new primary must reach the receiver under its event's webhook-id
+there, applied once by the receiver (it deduplicates on webhook-id), no
+event of a payment the new primary lacks, every delivery recorded
+delivered within a deadline; the time to the first delivery after the
+failover is a figure.  Then (5) the
 completers of both app hosts, started together on abandoned phased
 records of the shared store, run different records at the same time and
 each record once.
