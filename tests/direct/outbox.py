@@ -7,7 +7,9 @@ function (sql/011) in transactions of the test's own, committed or rolled
 back; the routes that enqueue are the payments sample's.  Checks: one
 delivery with the Standard Webhooks headers and a signature computed here;
 a rolled-back event never leaves; 500s retried at growing intervals then
-delivered; max_attempts -> dead; two deliver processes never deliver one
+delivered; max_attempts -> dead; a receiver holding a request past the
+timeout -> failed saying so, another endpoint served meanwhile, retried
+and delivered, applied once; two deliver processes never deliver one
 event twice; kill -9 with a delivery in flight -> delivered after the
 restart with the same webhook-id; private destinations refused by default;
 the metrics; eviction after retention; the startup checks.  Prints TAP.
@@ -34,6 +36,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
 from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
                     ok, scrape, wait_for, write)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "lib"))
+# tests/lib's receiver: it applies a webhook-id's first 2xx delivery once
+from webhook_receiver import Receiver as DedupReceiver  # noqa: E402
 
 KEY = b"outbox-test-key-0123456789abcdef"
 SECRET = "whsec_" + base64.b64encode(KEY).decode()
@@ -275,6 +281,80 @@ def main():
            r"(?m)^idem_events_oldest_pending_seconds 0$", text),
            "nothing pending now", re.findall(r"(?m)^idem_events_[op].*$",
                                              text))
+
+        # --- a receiver holding the request past [webhooks] timeout ------
+        # (2s): the attempt fails saying so, the dispatcher goes on with
+        # another endpoint's event meanwhile, the retry (answered at once:
+        # only a webhook-id's first arrival is held) is delivered, and the
+        # receiver, deduplicating on webhook-id, applies the event once even
+        # though it finally answers the held request too.
+        late = DedupReceiver()
+        # Every outcome recorded (a retry clears last_error): the test's
+        # own table, filled in the dispatcher's transactions.
+        d.sql("CREATE TABLE t_outcomes (delivery bigint, attempts int, "
+              "status int, error text, state text, at timestamptz "
+              "DEFAULT clock_timestamp()); "
+              "CREATE FUNCTION t_outcome() RETURNS trigger LANGUAGE plpgsql "
+              "AS $$ BEGIN INSERT INTO t_outcomes (delivery, attempts, "
+              "status, error, state) VALUES (new.id, new.attempts, "
+              "new.last_status, new.last_error, new.state); RETURN new; "
+              "END $$; CREATE TRIGGER t_outcome AFTER UPDATE OF state, "
+              "last_error ON idem_deliveries FOR EACH ROW WHEN "
+              "(new.last_error IS DISTINCT FROM old.last_error OR "
+              "new.state <> old.state) EXECUTE FUNCTION t_outcome()")
+        endpoint(d, tenant, late.url, ["t.late"])
+        endpoint(d, tenant, rcv.url("/meanwhile"), ["t.meanwhile"])
+        late.hold(first_only=True)
+        lt = enqueue(d, tenant, "t.late")
+        ok(wait_for(lambda: late.waiting == 1, 15, step=0.01),
+           "a delivery in flight to a receiver that holds it")
+        t_in = time.time()
+        mw = enqueue(d, tenant, "t.meanwhile")
+        ok(wait_for(lambda: state(d, mw) == "delivered 1 200", 10,
+                    step=0.02) and late.waiting == 1,
+           "another endpoint's event is delivered while the first receiver "
+           "still holds its request", (state(d, mw), late.waiting))
+        took = rcv.on("/meanwhile")[0][3] - t_in if rcv.on("/meanwhile") \
+            else None
+        ok(took is not None and took < 2.0 + 1.0, "the dispatcher was "
+           "blocked no longer than the timeout (2s) and a poll: the other "
+           "event arrived %s s after the held one" % (
+               "%.2f" % took if took is not None else "never"))
+        ok(wait_for(lambda: state(d, lt) == "delivered 2 204", 10) and
+           late.waiting == 1, "retried: delivered at the 2nd attempt, "
+           "answered at once while the first is still held", state(d, lt))
+        outs = d.sql("SELECT o.attempts || '|' || coalesce(o.status::text, "
+                     "'-') || '|' || o.state || '|' || coalesce(o.error, '-')"
+                     " || '|' || extract(epoch FROM o.at) FROM t_outcomes o "
+                     "JOIN idem_deliveries d ON d.id = o.delivery JOIN "
+                     "idem_events e ON e.id = d.event WHERE e.event_id = "
+                     "'%s' ORDER BY o.at" % lt).splitlines()
+        outs = [o.split("|") for o in outs]
+        ok(len(outs) == 2 and outs[0][:3] == ["1", "-", "pending"] and
+           outs[0][3].startswith("timeout: ") and
+           outs[1][:4] == ["2", "204", "delivered", "-"],
+           "the first attempt recorded failed, no status, its error saying "
+           "timeout; the second delivered", outs)
+        fail_at = float(outs[0][4]) - t_in if outs else None
+        ok(fail_at is not None and 2.0 - 0.1 <= fail_at < 2.0 + 1.0,
+           "the failure recorded when the timeout (2s) ran out: %s s after "
+           "the request arrived" % ("%.2f" % fail_at if fail_at is not None
+                                    else "never"))
+        late.release()
+        ok(wait_for(lambda: len(late.got()) == 2, 10) and
+           [g.id for g in late.got()] == [lt, lt] and
+           late.applied_ids() == [lt], "the same webhook-id both times; the "
+           "receiver applied the event once", (late.got(),
+                                               late.applied_ids()))
+        text = scrape(mport)[1]
+        ok(metric(text, "idem_events_failed_total", "t.late") == 1 and
+           metric(text, "idem_events_delivered_total", "t.late") == 1 and
+           metric(text, "idem_events_dead_total", "t.late") in (None, 0),
+           "the metrics count one failed and one delivered attempt",
+           re.findall(r"(?m)^idem_events_\w+\{topic=\"t.late\"\}.*$", text))
+        late.stop()
+        d.sql("DROP TRIGGER t_outcome ON idem_deliveries; DROP FUNCTION "
+              "t_outcome(); DROP TABLE t_outcomes")
 
         # --- kill -9 with a delivery in flight -> delivered after restart --
         rcv.hold("/held")

@@ -18,7 +18,15 @@ nor an nginx 502), and the time to the first success printed as a
 reported the new primary (REST /primary), which is what is held to the
 target; what comes before (the election) is Patroni's and is awaited on
 its reported state (REST /primary, /sync, /cluster), never in a fixed
-window, so that the suite holds on a busy machine.  Then (5) the
+window, so that the suite holds on a busy machine.  The failover happens
+during webhook delivery: the load's tenant has an endpoint on a receiver on
+loopback (tests/lib/webhook_receiver.py), calls to it are held in flight
+from the kill until Patroni reports the new primary, and every payment on
+the new primary must reach the receiver under its event's webhook-id
+there, applied once by the receiver (it deduplicates on webhook-id), no
+event of a payment the new primary lacks, every delivery recorded
+delivered within a deadline; the time to the first delivery after the
+failover is a figure.  Then (5) the
 completers of both app hosts, started together on abandoned phased
 records of the shared store, run different records at the same time and
 each record once.
@@ -69,6 +77,21 @@ TARGET = {"switchover": (3.0, "reported"), "failover": (3.0, "reported"),
 # No answer waits for a TCP timeout: acquire_timeout 2 s + a libpq
 # connect attempt (connect_timeout 2 s) + slack.
 SLOWEST = 6.0
+# [webhooks] of the app instances: the receiver is on loopback (allowed
+# here only), retries come within a second, a call may take the default
+# 10 s (a call held by the receiver outlasts the election) and a
+# dispatcher takes one delivery at a time, so that a delivery taken and not
+# recorded (its primary died between the take and the record) is due again
+# once the take's hold lapses, batch x (timeout + 1 s) + 5 s = 16 s after
+# it (lib/dispatcher.c), rather than after the default batch's 115 s.
+WEBHOOKS = ("[webhooks]\nallow_private = on\ninterval = 100ms\n"
+            "backoff = 200ms\nbackoff_max = 1s\ntimeout = 10s\nbatch = 1\n")
+# Every payment's event recorded delivered within this long of Patroni's
+# report of the new primary: what is left of the hold above (taken before
+# the kill, reported ~5 s after it), the dispatchers' pause after database
+# errors (it grows over the election, to a few seconds) and slack; the
+# default batch's hold would miss it.
+WEBHOOK_DEADLINE = 20
 # Pool settings and the conninfo options the deploy docs recommend.
 ACQUIRE_TIMEOUT = "2s"
 CONN_OPTS = ("connect_timeout=2 keepalives=1 keepalives_idle=5 "
@@ -260,10 +283,10 @@ class Load:
             return [a for op in self.ops for a in list(op.answers)
                     if a.status == 201 and not a.replayed and a.t0 >= since]
 
-    def run(self, event):
-        """Warm up, run event() (returns its time marks), wait for AFTER
-        fresh creates, stop.  Returns event()'s dict plus t_event and
-        t_end."""
+    def run(self, event, before=None):
+        """Warm up, run before() (if any) then event() (returns its time
+        marks), wait for AFTER fresh creates, stop.  Returns event()'s
+        dict plus t_event and t_end."""
         ths = [threading.Thread(target=self.worker, daemon=True)
                for _ in range(THREADS)]
         for t in ths:
@@ -272,6 +295,8 @@ class Load:
         try:
             fx.wait_until("%d payments before the event" % WARM,
                           lambda: len(self.fresh_201s()) >= WARM, 30)
+            if before is not None:
+                before()
             marks["t_event"] = time.monotonic()
             marks.update(event() or {})
             marks["t_end"] = time.monotonic()
@@ -444,6 +469,163 @@ def check_recovery(sc, cid, load, marks, what, db, old=None, new=None):
     return fig
 
 
+# --- webhooks through the failover -----------------------------------------
+
+class Webhooks:
+    """The load's tenant's endpoint for payment.succeeded, registered
+    through nginx, on a receiver on loopback that applies a webhook-id's
+    first 2xx delivery and only acknowledges the later ones
+    (tests/lib/webhook_receiver.py)."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.rcv = Receiver()
+        self.id = None
+        self.in_flight = 0      # deliveries held across the election
+        cl = hc.Client("127.0.0.1", ctx.nginx.port, keepalive=False)
+        a = cl.request("POST", "/v1/webhook_endpoints",
+                       hc.payment_headers(ctx.secret, ctx.key("wh")),
+                       hc.body_of({"url": self.rcv.url,
+                                   "events": ["payment.succeeded"]}),
+                       timeout=15)
+        cl.close()
+        doc = a.json() if a.status == 201 else None
+        if not isinstance(doc, dict) or not isinstance(doc.get("id"), int):
+            self.rcv.stop()
+            raise fx.SetupError("POST /v1/webhook_endpoints: %s"
+                                % a.describe())
+        self.id, self.secret = doc["id"], doc["secret"]
+
+    def hold(self):
+        """Hold the deliveries arriving from now on at the receiver, until
+        one is in flight."""
+        self.rcv.hold()
+        fx.wait_until("a delivery held in flight by the receiver",
+                      lambda: self.rcv.waiting >= 1, 20, 0.01)
+
+    def release(self):
+        """Answer the held deliveries (204), their calls still waiting
+        (the dispatchers' timeout is longer than the election)."""
+        self.in_flight = self.rcv.waiting
+        self.rcv.release()
+
+    def close(self):
+        self.rcv.release()
+        cl = hc.Client("127.0.0.1", self.ctx.nginx.port, keepalive=False)
+        cl.request("DELETE", "/v1/webhook_endpoints/%d" % self.id,
+                   hc.payment_headers(self.ctx.secret, None), timeout=15)
+        cl.close()
+        self.rcv.stop()
+
+    def check(self, sc, load, marks, new):
+        """Checks 5 and 6 of the failover, on the new primary (node new),
+        and the figures line."""
+        db = self.ctx.primary_db()
+        rep = marks["wall_reported"]
+        t_wait = time.monotonic()
+        left = rep + WEBHOOK_DEADLINE - time.time()
+        sql_open = ("select count(*) from idem_deliveries where endpoint = "
+                    "%d and state <> 'delivered'" % self.id)
+        try:
+            fx.wait_until("every delivery recorded delivered",
+                          lambda: db.int(sql_open) == 0, max(left, 0.0),
+                          0.2)
+            all_done = True
+        except fx.SetupError:
+            all_done = False
+        t_wait = time.monotonic() - t_wait
+        rows = db.rows(
+            "select e.event_id, e.body, d.state, d.attempts, x.port, "
+            "extract(epoch from x.at) as at from idem_deliveries d join "
+            "idem_events e on e.id = d.event left join ha_exec x on x.id = "
+            "'delivery ' || d.id where d.endpoint = %d" % self.id)
+        ev = {r["event_id"]: r for r in rows}
+        of = {}                 # event id -> the payment its data names
+        for r in rows:
+            of[r["event_id"]] = (json.loads(r["body"]).get("data") or
+                                 {}).get("id")
+        keys = {op.key for op in load.ops if op.kind == "create"}
+        pays = {pid for k, ids in F.payments_by_key(db, self.ctx.tid).items()
+                if k in keys for pid in ids}
+        got = self.rcv.got()
+        bad = []
+        if not all_done:
+            bad.append("not every delivery recorded delivered %ds after "
+                       "Patroni reported the new primary: %s" % (
+                           WEBHOOK_DEADLINE, sorted(
+                               (r["event_id"], r["state"], r["attempts"])
+                               for r in rows if r["state"] != "delivered")
+                           [:5]))
+        missing = sorted(pays - set(of.values()))
+        if missing:
+            bad.append("payments on the new primary without an event for "
+                       "the endpoint: %s" % missing[:5])
+        stray = sorted(e for e, p in of.items() if p not in pays)
+        if stray:
+            bad.append("events on the new primary of payments not made by "
+                       "the load or not there: %s" % stray[:5])
+        arrived = {d.id for d in got}
+        unsent = sorted(set(ev) - arrived)
+        if unsent:
+            bad.append("events that never reached the receiver: %s"
+                       % unsent[:5])
+        for d in got:
+            why = verify(self.secret, d.id, d.timestamp, d.signature, d.body)
+            try:
+                pid = (d.json().get("data") or {}).get("id")
+            except ValueError:
+                pid = None
+            if d.id not in ev:
+                bad.append("delivered %s (payment %s): no such event on the "
+                           "new primary" % (d.id, pid))
+            elif pid != of[d.id] or pid not in pays or \
+                    d.body.decode() != ev[d.id]["body"]:
+                bad.append("delivery of %s: its body is not the event's on "
+                           "the new primary (payment %s)" % (d.id, pid))
+            if why is not None:
+                bad.append("delivery of %s: signature: %s" % (d.id, why))
+        if self.in_flight < 1:
+            bad.append("no delivery was in flight from the kill to "
+                       "Patroni's report")
+        sc.report("5", not bad and len(pays) > 0, [
+            "%d payments of the load on the new primary, %d events for the "
+            "endpoint, %d deliveries received" % (len(pays), len(ev),
+                                                  len(got))] + bad[:10])
+        applied = self.rcv.applied_ids()
+        per = {}
+        for wid in applied:
+            per.setdefault(of.get(wid), []).append(wid)
+        twice = {p: w for p, w in per.items() if len(w) > 1}
+        sc.report("6", applied == sorted(ev) and not twice and len(ev) > 0,
+                  ["%d events applied (want the %d on the new primary); "
+                   "payments applied under two webhook-ids: %s; events not "
+                   "applied: %s; applied, not on the new primary: %s" % (
+                       len(applied), len(ev), sorted(twice.items())[:3],
+                       sorted(set(ev) - set(applied))[:5],
+                       sorted(set(applied) - set(ev))[:5])])
+        ats = sorted(r["at"] for r in rows if r["at"] is not None
+                     and new is not None and r["port"] == new.port)
+        redeliv = len(got) - len(arrived)
+        node = {n.port: n.name for n in self.ctx.ha.nodes}
+        held = ["received %d times, recorded on %s" % (
+            len(self.rcv.got(e)), node.get((ev.get(e) or {}).get("port"),
+                                           "none")) for e in
+                self.rcv.held_ids]
+        self.ctx.tap.note(
+            "figures: webhooks through the failover: %d events, %d "
+            "deliveries received (%d again, the same webhook-id); %d held "
+            "in flight from the kill to Patroni's report (%s; the new "
+            "primary %s); %d recorded delivered on the new primary: "
+            "delivery resumed (the first) %s after the kill, %s after "
+            "Patroni reported the new primary; the last %s after the "
+            "report (the checks waited %.2fs for it)" % (
+                len(ev), len(got), redeliv, self.in_flight,
+                ", ".join(held), new.name if new else None, len(ats),
+                "%.2fs" % (ats[0] - marks["wall_kill"]) if ats else "never",
+                "%.2fs" % (ats[0] - rep) if ats else "-",
+                "%.2fs" % (ats[-1] - rep) if ats else "-", t_wait))
+
+
 # --- the events ---------------------------------------------------------------
 
 class Ctx:
@@ -521,16 +703,45 @@ def e_failover(ctx, sc):
     old = ctx.ha.primary()
     sync = ctx.ha.sync_standby()
     watch = patroni.PrimaryWatch(ctx.ha, old)
+    try:
+        wh = Webhooks(ctx)
+    except fx.SetupError as e:
+        wh, why = None, str(e)
+
+    def before():
+        if wh is not None:
+            wh.hold()
 
     def event():
         watch.start()
+        t_kill = time.time()
         old.kill9()
         # Patroni's election (the leader key's ttl, then its loop): the
         # load runs on until it reports the new primary
-        watch.wait()
-        return {"t_reported": watch.t_reported}
+        try:
+            watch.wait()
+        finally:
+            # the held calls answered now: their dispatchers record that
+            # on the new primary, or (the connection to the old one
+            # failing) deliver them again once their hold lapses
+            if wh is not None:
+                wh.release()
+        return {"t_reported": watch.t_reported, "wall_kill": t_kill,
+                "wall_reported": time.time() - (time.monotonic() -
+                                                watch.t_reported)}
+    try:
+        e_failover_run(ctx, sc, old, sync, wh, before, event)
+    finally:
+        if wh is not None:
+            wh.close()
+    if wh is None:
+        sc.report("5", False, [why])
+        sc.report("6", False, [why])
+
+
+def e_failover_run(ctx, sc, old, sync, wh, before, event):
     load = Load(ctx, "fo")
-    marks = load.run(event)
+    marks = load.run(event, before)
     ctx.ha.wait_healthy(2)
     new = ctx.ha.primary()
     left = old.postmaster_pid() is None and not old.alive()
@@ -544,6 +755,8 @@ def e_failover(ctx, sc):
             getattr(now_sync, "name", None))] + ([] if ok else [
                 "members: %s" % ctx.ha.members()]))
     event_checks(ctx, sc, load, marks, "failover", old, new)
+    if wh is not None:
+        wh.check(sc, load, marks, new)
 
 
 def e_rolling(ctx, sc):
@@ -731,7 +944,17 @@ EVENTS = [
      [("1", "patronictl switchover moves the primary")] + EVENT_CHECKS),
     (2, "failover", e_failover,
      [("1", "kill -9 of postmaster and Patroni: the synchronous standby is "
-            "promoted, a synchronous standby remains")] + EVENT_CHECKS),
+            "promoted, a synchronous standby remains")] + EVENT_CHECKS + [
+         ("5", "during webhook delivery (a call held in flight from the "
+               "kill to Patroni's report): "
+               "every payment on the new primary reached the receiver "
+               "under its event's webhook-id there, signed, its body as "
+               "stored; nothing of a payment the new primary lacks; every "
+               "delivery recorded delivered within %ds of Patroni's report"
+               % WEBHOOK_DEADLINE),
+         ("6", "the receiver, deduplicating on webhook-id, applied every "
+               "event exactly once, each payment under one webhook-id"),
+     ]),
     (3, "rolling restart", e_rolling,
      [("1", "each instance drains on SIGTERM, restarts and serves "
             "again")] + EVENT_CHECKS),
@@ -750,9 +973,10 @@ EVENTS = [
 ]
 
 
-# Which node executed each payment and refund: written in the effect's
-# own transaction, so it is on a node exactly when the effect is.  (The
-# test's private database only; the app does not know of it.)
+# Which node executed each payment and refund, and recorded each webhook
+# delivery delivered: written in the effect's own transaction, so it is on
+# a node exactly when the effect is.  (The test's private database only;
+# the app does not know of it.)
 EXEC_TRIGGER = r"""
 create table ha_exec (id text primary key, port int not null,
 	at timestamptz not null default clock_timestamp());
@@ -765,6 +989,15 @@ create trigger ha_exec after insert on payments
 	for each row execute function ha_exec();
 create trigger ha_exec after insert on refunds
 	for each row execute function ha_exec();
+create function ha_delivered() returns trigger language plpgsql as $$
+begin
+	insert into ha_exec (id, port) values ('delivery ' || new.id,
+	    inet_server_port());
+	return new;
+end $$;
+create trigger ha_delivered after update of state on idem_deliveries
+	for each row when (new.state = 'delivered' and old.state = 'pending')
+	execute function ha_delivered();
 """
 
 
@@ -796,6 +1029,8 @@ def setup(ctx, fixtures, tap):
                 f.write(text.replace("[server]\n",
                                      "[server]\nsocket_group = www-data\n",
                                      1))
+        with open(st.conf, "a") as f:
+            f.write("\n" + WEBHOOKS)
         st.start_app()
         ctx.apps.append(st)
         ctx.by_sock[st.sock] = st.name
@@ -828,11 +1063,13 @@ def main():
     sys.path.insert(0, os.path.join(srcdir, "tests", "faults"))
     sys.path.insert(0, os.path.join(srcdir, "tests", "integration"))
     sys.path.insert(0, os.path.join(srcdir, "tests", "lifecycle"))
-    global fx, hc, q, F, patroni, harness
+    sys.path.insert(0, os.path.join(srcdir, "tests", "lib"))
+    global fx, hc, q, F, patroni, harness, Receiver, verify
     import fx                   # noqa: F811
     import hc                   # noqa: F811
     import harness             # noqa: F811
     import patroni              # noqa: F811
+    from webhook_receiver import Receiver, verify   # noqa: F811
     q = harness.q
     F = load_faults(srcdir)
 

@@ -12,6 +12,8 @@ signature check), and answers as told:
     r.status = 503           # this status to everything (None: 204)
     r.hold()                 # arriving deliveries wait (r.waiting counts
     r.release()              # them) until release(), then are answered
+    r.hold(first_only=True)  # only a webhook-id's first arrival waits:
+                             # its redeliveries are answered at once
     ...
     r.wait(lambda: r.applied_ids(), 20, "an event applied")
 
@@ -107,6 +109,9 @@ class Receiver:
         self.released = threading.Event()
         self.released.set()
         self.waiting = 0            # deliveries held now (hold())
+        self.hold_first_only = False
+        self.arrived = set()        # webhook-ids that arrived (held or not)
+        self.held_ids = []          # webhook-ids of deliveries held
         self.conns = set()          # open connections (kept alive)
         self.server = None
         self.thread = None
@@ -136,9 +141,14 @@ class Receiver:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n)
                 hs = {k.lower(): v for k, v in self.headers.items()}
-                if not rcv.released.is_set():
+                with rcv.lock:
+                    again = hs.get("webhook-id") in rcv.arrived
+                    rcv.arrived.add(hs.get("webhook-id"))
+                if not rcv.released.is_set() and not (
+                        again and rcv.hold_first_only):
                     with rcv.lock:
                         rcv.waiting += 1
+                        rcv.held_ids.append(hs.get("webhook-id"))
                     rcv.released.wait(60)
                     with rcv.lock:
                         rcv.waiting -= 1
@@ -192,7 +202,8 @@ class Receiver:
             except OSError:
                 pass
 
-    def hold(self):
+    def hold(self, first_only=False):
+        self.hold_first_only = first_only
         self.released.clear()
 
     def release(self):
