@@ -148,22 +148,27 @@ topic_of(const PGresult *t, int row)
 	return idem_event_type_ok(type) ? type : "other";
 }
 
-/* Give back what was taken and not attempted (stopping): due at once,
- * its attempt not counted. */
-static void
+/* Give back what was taken and not attempted: due at once, its attempt
+ * not counted.  -1 when the database failed (it is due once its hold
+ * lapses). */
+static int
 give_back(idem_app *app, const PGresult *t, int row)
 {
 	const char	*vals[2] = { PQgetvalue(t, row, C_ID),
 			    PQgetvalue(t, row, C_ATTEMPTS) };
+	PGresult	*r;
 
-	PQclear(exec(app, "SELECT idem_outbox_release($1::bigint, "
-	    "$2::integer)", 2, vals));
+	r = exec(app, "SELECT idem_outbox_release($1::bigint, $2::integer)",
+	    2, vals);
+	PQclear(r);
+	return r == NULL ? -1 : 0;
 }
 
 /* Deliver row and record what became of it: an enum idem_attempt, or -1
- * when the call was abandoned (stopping) and the delivery given back. */
+ * when the call was abandoned (stopping) and the delivery given back.
+ * *unrecorded: the outcome could not be written (the database failed). */
 static int
-deliver_one(idem_app *app, const PGresult *t, int row)
+deliver_one(idem_app *app, const PGresult *t, int row, int *unrecorded)
 {
 	const struct idem_cfg	*c = &app->cfg;
 	enum idem_attempt	 a;
@@ -191,6 +196,7 @@ deliver_one(idem_app *app, const PGresult *t, int row)
 		vals[1] = st;
 		r = exec(app, "SELECT idem_outbox_delivered($1::bigint, "
 		    "$2::integer)", 2, vals);
+		*unrecorded = r == NULL;
 		if (r != NULL && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
 			idem_metrics_event_latency(app,
 			    (double)strtoll(PQgetvalue(r, 0, 0), NULL, 10) /
@@ -210,6 +216,7 @@ deliver_one(idem_app *app, const PGresult *t, int row)
 	vals[5] = a == IDEM_ATTEMPT_DEAD ? "true" : "false";
 	r = exec(app, "SELECT idem_outbox_failed($1::bigint, $2::integer, "
 	    "$3::integer, $4, $5::bigint, $6::boolean)", 6, vals);
+	*unrecorded = r == NULL;
 	PQclear(r);
 	idem_metrics_event(app, topic, IDEM_EV_FAILED);
 	if (a == IDEM_ATTEMPT_DEAD) {
@@ -256,7 +263,10 @@ evict(idem_app *app)
 
 /*
  * One batch: take up to limit due deliveries and deliver them one after
- * the other.  The number taken, or -1 when the database failed.
+ * the other.  The number taken, or -1 when the database failed.  Once an
+ * outcome cannot be recorded, the rest of the batch is given back, not
+ * called: a database that is down would not record their outcomes either,
+ * and each would be called again once its hold lapses.
  */
 static long
 batch(idem_app *app, long limit, struct idem_deliver_counts *counts)
@@ -266,7 +276,7 @@ batch(idem_app *app, long limit, struct idem_deliver_counts *counts)
 	const char		*vals[3] = { lim, hold,
 				    c->wh_ordered ? "true" : "false" };
 	PGresult		*t;
-	int			 i, n;
+	int			 i, n, unrecorded = 0, db_down = 0;
 
 	idem_fmt_int(lim, limit);
 	/* Not due again while this one works through the batch: each call
@@ -276,11 +286,12 @@ batch(idem_app *app, long limit, struct idem_deliver_counts *counts)
 		return -1;
 	n = PQntuples(t);
 	for (i = 0; i < n; i++) {
-		if (atomic_load(&app->stopping)) {
-			give_back(app, t, i);
+		if (atomic_load(&app->stopping) || unrecorded) {
+			if (!db_down && give_back(app, t, i) == -1)
+				db_down = 1;
 			continue;
 		}
-		switch (deliver_one(app, t, i)) {
+		switch (deliver_one(app, t, i, &unrecorded)) {
 		case -1:
 			break;
 		case IDEM_ATTEMPT_DELIVERED:
@@ -296,7 +307,7 @@ batch(idem_app *app, long limit, struct idem_deliver_counts *counts)
 		}
 	}
 	PQclear(t);
-	return n;
+	return unrecorded ? -1 : n;
 }
 
 int

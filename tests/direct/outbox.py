@@ -9,8 +9,9 @@ delivery with the Standard Webhooks headers and a signature computed here;
 a rolled-back event never leaves; 500s retried at growing intervals then
 delivered; max_attempts -> dead; a receiver holding a request past the
 timeout -> failed saying so, another endpoint served meanwhile, retried
-and delivered, applied once; two deliver processes never deliver one
-event twice; kill -9 with a delivery in flight -> delivered after the
+and delivered, applied once; a 2xx the database cannot record ends the
+batch, the rest given back uncalled; two deliver processes never deliver
+one event twice; kill -9 with a delivery in flight -> delivered after the
 restart with the same webhook-id; private destinations refused by default;
 the metrics; eviction after retention; the startup checks.  Prints TAP.
 Usage: outbox.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
@@ -461,6 +462,51 @@ def main():
                    got[:3] == evs and got[3] == evs[0],
                    "ordered = off: the later two go past the failing one",
                    (first, got))
+
+        # --- an outcome that cannot be recorded ends the batch --------------
+        # The database refuses the 2xx's record (the function renamed away
+        # for the run): the rest of the batch is given back, not called.
+        rcv.plans["/unrec"] = lambda n: 200
+        endpoint(d, tenant, rcv.url("/unrec"), ["t.unrec"])
+        evs = [enqueue(d, tenant, "t.unrec") for _ in range(3)]
+        uc = os.path.join(tmp, "unrec.ini")
+        write(uc, conf_text(a.pghost, a.pgport, name, webhooks))
+        d.sql("ALTER FUNCTION idem_outbox_delivered(bigint, integer) "
+              "RENAME TO idem_outbox_delivered_away")
+        try:
+            r = subprocess.run([fcgi, "-c", uc, "deliver"],
+                               capture_output=True, text=True, timeout=30)
+        finally:
+            d.sql("ALTER FUNCTION idem_outbox_delivered_away(bigint, "
+                  "integer) RENAME TO idem_outbox_delivered")
+        got = rcv.ids("/unrec")
+        rest = [e for e in evs if e not in got]
+        ok(r.returncode != 0 and len(got) == 1,
+           "a 2xx the database cannot record: the run fails, and of a batch "
+           "of three only that one was called", (r.returncode, got,
+                                                 r.stdout, r.stderr))
+        ok([state(d, e) for e in rest] == ["pending 0 -"] * 2,
+           "the other two are given back: due, no attempt counted",
+           [state(d, e) for e in rest])
+        r = subprocess.run([fcgi, "-c", uc, "deliver"], capture_output=True,
+                           text=True, timeout=30)
+        ok(sorted(rcv.ids("/unrec")[1:]) == sorted(rest) and
+           [state(d, e) for e in rest] == ["delivered 1 200"] * 2,
+           "the next run delivers them at their first attempt",
+           (rcv.ids("/unrec"), [state(d, e) for e in evs], r.stdout))
+        # The called one is held until the hold its batch took lapses
+        # (batch x (timeout + 1 s) + 5 s); made due here instead of waited.
+        ok(state(d, got[0]) == "pending 1 -", "the one whose 2xx was not "
+           "recorded stays taken, its attempt counted", state(d, got[0]))
+        d.sql("UPDATE idem_deliveries SET next_attempt_at = now() WHERE "
+              "event = (SELECT id FROM idem_events WHERE event_id = '%s')"
+              % got[0])
+        r = subprocess.run([fcgi, "-c", uc, "deliver"], capture_output=True,
+                           text=True, timeout=30)
+        ok(rcv.ids("/unrec")[3:] == got and
+           state(d, got[0]) == "delivered 2 200",
+           "once due again it is sent again under the same webhook-id, "
+           "and recorded", (rcv.ids("/unrec"), state(d, got[0]), r.stdout))
 
         # --- private destinations refused by default -----------------------
         priv = os.path.join(tmp, "private.ini")
