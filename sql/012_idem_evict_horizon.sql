@@ -25,8 +25,9 @@
 -- needed, so that a load of past-dated records in descending order writes
 -- the row once a day of their span, not once per record; the next batch of
 -- eviction sets them exactly again.  Not covered: a transaction that stays
--- open longer than the records it writes live (its records are not yet
--- visible to the eviction that moves the horizon past them).
+-- open longer than the records it writes live (an hour at least; its
+-- records are not visible to the eviction that moves expires_lo past
+-- them).
 
 CREATE TABLE idem_evict_horizon (
 	one		boolean PRIMARY KEY DEFAULT true CHECK (one),
@@ -94,6 +95,8 @@ DECLARE
 BEGIN
 	SELECT h.expires_lo, h.created_lo INTO v_exp, v_cre
 	  FROM idem_evict_horizon h FOR UPDATE;
+	v_exp := coalesce(v_exp, '-infinity');	-- the row deleted by hand
+	v_cre := coalesce(v_cre, '-infinity');
 	WITH cand AS MATERIALIZED (
 		SELECT c.tid, c.id, c.state, c.expires_at FROM (
 		    (SELECT k.ctid AS tid, k.id, k.state, k.expires_at
@@ -136,8 +139,13 @@ BEGIN
 		RETURN;		-- nothing moved: no write
 	END IF;
 	-- A statement of its own: its snapshot no longer sees what was
-	-- deleted above.
-	SELECT coalesce(min(k.created_at), v_cre) INTO v_cre
+	-- deleted above.  Not past the start of a transaction still running:
+	-- the library's records are created at now(), their transaction's
+	-- start, and are not visible here until it commits (the sessions of
+	-- other roles show no start to a role without pg_read_all_stats).
+	SELECT least(coalesce(min(k.created_at), v_cre),
+	    (SELECT min(a.xact_start) FROM pg_stat_activity a
+	      WHERE a.backend_type = 'client backend')) INTO v_cre
 	  FROM (SELECT k.created_at FROM idempotency_keys k
 	    WHERE k.created_at >= v_cre ORDER BY k.created_at LIMIT 1) k;
 	UPDATE idem_evict_horizon SET expires_lo = v_next, created_lo = v_cre;
@@ -159,20 +167,20 @@ LANGUAGE sql STABLE AS $$
 	    FROM (SELECT k.created_at, k.expires_at,
 	        row_number() OVER (ORDER BY k.created_at) AS n
 	      FROM idempotency_keys k
-	      WHERE k.created_at >= (SELECT h.created_lo
-	        FROM idem_evict_horizon h)
+	      WHERE k.created_at >= coalesce((SELECT h.created_lo
+	        FROM idem_evict_horizon h), '-infinity')
 	      ORDER BY k.created_at LIMIT 1000) o),
 	    0)::float8,
 	  coalesce((SELECT extract(epoch FROM now() - min(e.expires_at))
 	    FROM ((SELECT k.expires_at FROM idempotency_keys k
-	        WHERE k.expires_at >= (SELECT h.expires_lo
-	          FROM idem_evict_horizon h)
+	        WHERE k.expires_at >= coalesce((SELECT h.expires_lo
+	          FROM idem_evict_horizon h), '-infinity')
 	          AND k.expires_at <= now() AND idem_free(k)
 	        ORDER BY k.expires_at LIMIT 1)
 	      UNION ALL
 	      (SELECT min(k.expires_at) FROM idempotency_keys k
 	        WHERE k.state = 'in_progress' AND (k.expires_at <
-	          (SELECT h.expires_lo FROM idem_evict_horizon h)) IS TRUE
+	          (SELECT h.expires_lo FROM idem_evict_horizon h)) IS NOT FALSE
 	          AND idem_free(k))) e), 0)::float8,
 	  (SELECT count(*) FROM idempotency_keys k
 	    WHERE k.state = 'in_progress'),
