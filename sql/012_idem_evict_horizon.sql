@@ -64,8 +64,9 @@ BEGIN
 	  WHERE created_lo > NEW.created_at OR
 	    (NEW.state = 'completed' AND expires_lo > NEW.expires_at);
 	PERFORM set_config('idem.evict_horizon_lowered',
-	    (SELECT extract(epoch FROM h.created_lo) || ' ' ||
-	      extract(epoch FROM h.expires_lo) FROM idem_evict_horizon h), true);
+	    coalesce((SELECT extract(epoch FROM h.created_lo) || ' ' ||
+	      extract(epoch FROM h.expires_lo) FROM idem_evict_horizon h), ''),
+	    true);
 	RETURN NULL;
 END
 $$;
