@@ -20,8 +20,9 @@
 -- A record written with a created_at or an expiry already past (an
 -- operator's or a test's INSERT or UPDATE; the library writes now() and
 -- now() + a TTL of an hour or more) lowers them in the same transaction
--- (the trigger below), so the gauges stay what they were: the same rows
--- are found, from a later start.  It lowers them a day further than
+-- (the trigger below; eviction waits for such a transaction to end), so
+-- the gauges stay what they were: the same rows are found, from a later
+-- start.  It lowers them a day further than
 -- needed, so that a load of past-dated records in descending order writes
 -- the row once a day of their span, not once per record; the next batch of
 -- eviction sets them exactly again.  Not covered: a transaction that stays
