@@ -16,13 +16,31 @@ PostgreSQL it started (see there).  In one run, in this order:
  5. creates while eviction (idemctl evict, batches of 10000) works the
     backlog off: the eviction rate in keys/s and the create p99 against
     4 (target <= 1.5 x);
- 6. time partitioning against batched DELETE: one day of records in a
+ 6. a mass eviction: a fresh day of expired records (ROWS/7, at least
+    1 M at 10 M records) evicted by idemctl evict with autovacuum off for
+    the table (so that no vacuum runs before the scrape), then the gauges
+    at once, and the queries they ran before sql/012 (from the head of
+    the indexes) on the same dead entries; target < 10 ms;
+ 7. time partitioning against batched DELETE: one day of records in a
     table partitioned by expires_at, dropped as a partition, against the
     same day in the store deleted as eviction does (time, WAL per key
     evicted, after a checkpoint); and whether (tenant, key) can stay
     unique.
 Prints each figure as it goes and a Markdown table at the end.
 """
+
+# The store gauges as sql/006 ran them: from the head of both indexes.
+GAUGES_006 = (
+    "SELECT coalesce((SELECT extract(epoch FROM now() - min(o.created_at) "
+    "FILTER (WHERE o.expires_at > now() OR o.n = 1000)) FROM (SELECT "
+    "k.created_at, k.expires_at, row_number() OVER (ORDER BY k.created_at) "
+    "AS n FROM idempotency_keys k ORDER BY k.created_at LIMIT 1000) o), 0), "
+    "coalesce((SELECT extract(epoch FROM now() - k.expires_at) FROM "
+    "idempotency_keys k WHERE k.expires_at <= now() AND idem_free(k) ORDER "
+    "BY k.expires_at LIMIT 1), 0), (SELECT count(*) FROM idempotency_keys k "
+    "WHERE k.state = 'in_progress'), (SELECT count(*) FROM idempotency_keys "
+    "k WHERE k.state = 'in_progress' AND k.recovery_point <> 'started' AND "
+    "k.expires_at <= now())")
 
 import argparse
 import os
@@ -103,7 +121,13 @@ RECORD = ("%s, 'f-' || g, 'POST', '/v1/payments', "
 
 
 def fill(table, first, count, created, expires, chunk=500000):
-    """count records 'f-first..' with created_at/expires_at SQL of g."""
+    """count records 'f-first..' with created_at/expires_at SQL of g.
+    Into the store without the trigger that lowers the eviction horizon
+    for past-dated records (sql/012: 12 us a record), the horizon reset to
+    the start instead (what the trigger would end with)."""
+    if table == "idempotency_keys":
+        psql("ALTER TABLE idempotency_keys DISABLE TRIGGER "
+             "idem_evict_horizon_lower")
     for lo in range(first, first + count, chunk):
         hi = min(first + count, lo + chunk) - 1
         psql("INSERT INTO %s (api_key_id, key, request_method, request_path,"
@@ -111,16 +135,78 @@ def fill(table, first, count, created, expires, chunk=500000):
              " response_headers, response_body, created_at, expires_at)"
              " SELECT %s, %s, %s FROM generate_series(%d, %d) g"
              % (table, RECORD % A.tenant, created, expires, lo, hi))
+    if table == "idempotency_keys":
+        psql("UPDATE idem_evict_horizon SET expires_lo = '-infinity', "
+             "created_lo = '-infinity'")
+        psql("ALTER TABLE idempotency_keys ENABLE TRIGGER "
+             "idem_evict_horizon_lower")
 
 
-def timed(q, n):
-    """Mean milliseconds of q over n runs, in one session (\\timing)."""
+def timed(q, n, first=False):
+    """Mean milliseconds of q over n runs, in one session (\\timing); with
+    first, (the first run, the mean of the others)."""
     p = subprocess.run(["psql", "-X", "-q", "-d", A.conninfo],
                        input="\\timing on\n" + (q + ";\n") * n,
                        capture_output=True, text=True)
     t = [float(x) for x in re.findall(r"Time: ([0-9.]+) ms", p.stdout)]
+    t0 = t[0] if t else float("nan")
     t = t[1:] or t      # the first one plans (and warms) it
-    return sum(t) / len(t) if t else float("nan")
+    mean = sum(t) / len(t) if t else float("nan")
+    return (t0, mean) if first else mean
+
+
+def mass_eviction(n):
+    """n records of one expired day, evicted at once; the gauges right
+    after, before any vacuum (autovacuum off for the table meanwhile)."""
+    first = 60000000
+    dead = ("now() - interval '8 days' + (g %% %d) * interval '%f seconds'"
+            % (n, float(DAY) / n))
+    fill("idempotency_keys", first, n, dead, "(%s) + interval '7 days'"
+         % dead)
+    psql("VACUUM ANALYZE idempotency_keys")
+    psql("ALTER TABLE idempotency_keys SET (autovacuum_enabled = off)")
+    vac0 = psql("SELECT coalesce(autovacuum_count, 0) + coalesce("
+                "vacuum_count, 0) FROM pg_stat_user_tables WHERE relname = "
+                "'idempotency_keys'")
+    # One session, as a scraper's pooled connection: both queries planned
+    # and run once before, so that the first run after is not a cold
+    # backend's (catalog loading, 15-30 ms here); eviction from psql (\\!).
+    gauges = "SELECT * FROM idem_store_gauges();\n"
+    script = ("\\timing on\n" + gauges + GAUGES_006 + ";\n"
+              "\\! t0=$(date +%%s.%%N); %s -c %s evict --batch 10000; "
+              "echo \"took $t0 $(date +%%s.%%N)\"\n" % (
+                  os.path.join(A.builddir, "apps/idemctl/idemctl"), A.conf)
+              + gauges * 50 + (GAUGES_006 + ";\n") * 50 +
+              # the pages each read, after (the gauges' body from pg_proc)
+              "\\timing off\nSELECT prosrc AS body FROM pg_proc WHERE "
+              "proname = 'idem_store_gauges' \\gset\n"
+              "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) :body;\n"
+              "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + GAUGES_006 + ";\n")
+    out = subprocess.run(["psql", "-X", "-q", "-d", A.conninfo],
+                         input=script, capture_output=True, text=True).stdout
+    before, after = out.split("took ", 1)
+    m = re.search(r"evicted (\d+) keys", before)
+    evicted = int(m.group(1)) if m else 0
+    t = [float(x) for x in after.split()[:2]]
+    took = t[1] - t[0]
+    ms = [float(x) for x in re.findall(r"Time: ([0-9.]+) ms", after)]
+    # The first Buffers line of each plan is its top node's: the total.
+    bufs = []
+    for plan in after.split("QUERY PLAN")[1:3]:
+        m = re.search(r"Buffers: (.*)", plan)
+        bufs.append(sum(int(x) for x in re.findall(r"(?:hit|read)=(\d+)",
+                                                   m.group(1))) if m else -1)
+    ms = ms[:100]
+    if len(ms) != 100:
+        ms = [float("nan")] * 100
+    new = (ms[0], sum(ms[1:50]) / 49)
+    old = (ms[50], sum(ms[51:]) / 49)
+    vac1 = psql("SELECT coalesce(autovacuum_count, 0) + coalesce("
+                "vacuum_count, 0) FROM pg_stat_user_tables WHERE relname = "
+                "'idempotency_keys'")
+    psql("ALTER TABLE idempotency_keys RESET (autovacuum_enabled)")
+    return dict(n=evicted, secs=took, new=new, old=old, bufs=bufs,
+                vacuumed=vac0 != vac1)
 
 
 def scrape_app():
@@ -311,7 +397,20 @@ def main():
     say("  idem_store_gauges() after eviction %.2f ms"
         % res["gauges_after_ms"])
 
-    say("6. partitioning against batched DELETE")
+    say("6. a mass eviction: one expired day, then the gauges at once")
+    mass_n = max(A.rows // 7, min(A.rows, 1000000))
+    res["mass"] = mass = mass_eviction(mass_n)
+    say("  evicted %d keys in %.1f s (%.0f keys/s)%s" % (
+        mass["n"], mass["secs"], mass["n"] / max(mass["secs"], 1e-9),
+        "; A VACUUM RAN BEFORE THE SCRAPE" if mass["vacuumed"] else
+        ", no vacuum before the scrape"))
+    say("  idem_store_gauges() right after: first %.2f ms, then %.2f ms; "
+        "the 006 queries: first %.2f ms, then %.2f ms" % (
+            mass["new"] + mass["old"]))
+    say("  pages read (EXPLAIN BUFFERS, after): the gauges %d, the 006 "
+        "queries %d" % tuple((mass["bufs"] + [-1, -1])[:2]))
+
+    say("7. partitioning against batched DELETE")
     part_n = min(A.rows // 7, 1000000)
     unique, drop, delete, deleted = partitioning(part_n)
     res["part"] = (part_n, unique, drop, delete, deleted)
@@ -352,6 +451,19 @@ def main():
         % res["gauges_ms"])
     say("| store gauges right after eviction | %.2f ms | < 10 ms |"
         % res["gauges_after_ms"])
+    mass = res["mass"]
+    say("| mass eviction (`idemctl evict`, autovacuum off) | %d keys in "
+        "%.1f s (%.0f keys/s) | |" % (mass["n"], mass["secs"], mass["n"] /
+                                      max(mass["secs"], 1e-9)))
+    pm = ["PASS" if x < 10 else "MISS" for x in mass["new"]]
+    say("| store gauges right after the mass eviction%s | first %.2f ms "
+        "(%s), then %.2f ms (mean of 49: %s) | < 10 ms |" % (
+            " (a vacuum ran first)" if mass["vacuumed"] else "",
+            mass["new"][0], pm[0], mass["new"][1], pm[1]))
+    say("| the same, as sql/006 ran them (from the indexes' head) | first "
+        "%.2f ms, then %.2f ms | |" % mass["old"])
+    say("| pages the gauges read then (EXPLAIN BUFFERS): sql/012, sql/006 "
+        "| %d, %d | |" % tuple((mass["bufs"] + [-1, -1])[:2]))
     say("| the old whole-table aggregates | %.1f ms | |" % res["old_ms"])
     say("| GET /metrics on [metrics] listen (median of 20) | %.2f ms | |"
         % res["scrape_ms"])
