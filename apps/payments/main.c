@@ -113,6 +113,17 @@ main(int argc, char *argv[])
 		idem_app_route_summary(app, "POST", "/bench/payments-plain",
 		    "createPaymentPlain", "Create a payment without the "
 		    "middleware (the benchmark's reference)");
+		/* The create with the middleware and without its event: the
+		 * reference of the outbox's cost. */
+		idem_app_route(app, "POST", "/bench/payments-noevent",
+		    IDEM_ROUTE_IDEMPOTENT, payments_create, &payments_no_event);
+		idem_app_route_body(app, "POST", "/bench/payments-noevent",
+		    &payment_body);
+		idem_app_route_response(app, "POST", "/bench/payments-noevent",
+		    payment_created);
+		idem_app_route_summary(app, "POST", "/bench/payments-noevent",
+		    "createPaymentNoEvent", "Create a payment without its "
+		    "payment.succeeded event (the benchmark's reference)");
 	}
 	rc = idem_app_run(app);
 	idem_app_free(app);

@@ -27,6 +27,9 @@ extern const struct idem_response payment_created[], payment_read[],
 	payment_page[], refund_created[], health[], endpoint_created[],
 	endpoint_page[], endpoint_deleted[];
 
+/* arg: NULL, or &payments_no_event (the benchmark's route that enqueues
+ * nothing: the create without its event, tests/bench/run's outbox rows) */
+extern int payments_no_event;
 int	payments_create(idem_req *req, void *arg);
 /* arg: the acquirer URL */
 int	payments_create_phased(idem_req *req, void *arg);
