@@ -1,35 +1,25 @@
 /*
- * regress.c - the C regress harness (see regress.h): a FastCGI client
- * that writes BEGIN_REQUEST, PARAMS and STDIN records into one end of a
- * socketpair, and the runtime's own way of serving a connection (idem's
- * FastCGI reader, then the request) on the other end, then reads the
- * STDOUT records back up to END_REQUEST.
+ * regress.c - the C regress harness (see regress.h) on libidem_test's
+ * client (lib/test/idem_test.c, compiled in: these programs link the
+ * library's internals, not its exports): FastCGI records written into one
+ * end of a socketpair, the runtime's own way of serving a connection on
+ * the other, STDOUT read back up to END_REQUEST.
  */
-#include <sys/socket.h>
-
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "regress.h"
+#include "idem_test.h"
 
-#define FCGI_BEGIN_REQUEST	1
-#define FCGI_END_REQUEST	3
-#define FCGI_PARAMS		4
-#define FCGI_STDIN		5
-#define FCGI_STDOUT		6
-#define FCGI_STDERR		7
-
-static idem_app	*app;
-static char	 secret[128];
-static char	 tenant_[24];
-static char	 conf[256];
-static char	 name_[64];
-static PGconn	*check_db;
-static unsigned	 nkeys;
+static idem_app		*app;
+static struct idem_test	*harness;
+static char		 tenant_[24];
+static char		 conf[256];
+static char		 name_[64];
+static PGconn		*check_db;
+static unsigned		 nkeys;
 
 const char	*rg_config = "";
 
@@ -42,7 +32,7 @@ rg_app(void)
 const char *
 rg_secret(void)
 {
-	return secret;
+	return idem_test_secret(harness);
 }
 
 const char *
@@ -69,8 +59,7 @@ void
 rg_setup(const char *name, void (*routes)(idem_app *))
 {
 	const char	*conninfo = getenv("IDEM_REGRESS_CONNINFO"), *tmp;
-	char		*argv[4], err[256], kname[96];
-	int64_t		 id;
+	char		 err[256];
 	FILE		*f;
 	int		 fd;
 
@@ -91,232 +80,70 @@ rg_setup(const char *name, void (*routes)(idem_app *))
 	fclose(f);
 	if ((app = idem_app_new(name)) == NULL)
 		die("idem_app_new");
-	argv[0] = (char *)name;
-	argv[1] = (char *)"-c";
-	argv[2] = conf;
-	argv[3] = NULL;
-	if (idem_app_init(app, 3, argv) != 0)
-		die("idem_app_init");
 	routes(app);
-	if (idem_app_prepare(app) != 0)
-		die("idem_app_prepare");
+	/* The configuration, the pool and an API key of its own. */
+	if ((harness = idem_test_new(app, conf, err, sizeof(err))) == NULL)
+		die(err);
 	if ((check_db = idem_db_open(conf, NULL, err, sizeof(err))) == NULL)
 		die(err);
-	/* Named per run: a database may keep the keys of earlier runs. */
-	snprintf(kname, sizeof(kname), "%s-%ld", name, (long)getpid());
-	if (idem_api_key_create(check_db, kname, secret, sizeof(secret),
-	    &id) != 0)
-		die("idem_api_key_create");
-	snprintf(tenant_, sizeof(tenant_), "%lld", (long long)id);
+	snprintf(tenant_, sizeof(tenant_), "%lld",
+	    (long long)idem_test_tenant(harness));
 }
 
 void
 rg_teardown(void)
 {
 	PQfinish(check_db);
+	idem_test_free(harness);
 	idem_app_free(app);
 	unlink(conf);
 }
 
 /* --- the client side ---------------------------------------------------- */
 
-static int
-put_record(struct idem_buf *b, int type, const void *p, size_t len)
-{
-	unsigned char	h[8] = { 1, (unsigned char)type, 0, 1,
-			    (unsigned char)(len >> 8), (unsigned char)len, 0, 0 };
-
-	return idem_buf_add(b, h, 8) | idem_buf_add(b, p, len);
-}
-
-static int
-put_param(struct idem_buf *p, const char *n, const char *v)
-{
-	size_t		nl = strlen(n), vl = strlen(v);
-	unsigned char	l[8];
-	int		rc = 0;
-
-	/* Lengths under 128 in one byte, else four with the high bit. */
-	if (nl < 128) {
-		l[0] = (unsigned char)nl;
-		rc |= idem_buf_add(p, l, 1);
-	} else {
-		l[0] = (unsigned char)(0x80 | nl >> 24);
-		l[1] = (unsigned char)(nl >> 16);
-		l[2] = (unsigned char)(nl >> 8);
-		l[3] = (unsigned char)nl;
-		rc |= idem_buf_add(p, l, 4);
-	}
-	if (vl < 128) {
-		l[0] = (unsigned char)vl;
-		rc |= idem_buf_add(p, l, 1);
-	} else {
-		l[0] = (unsigned char)(0x80 | vl >> 24);
-		l[1] = (unsigned char)(vl >> 16);
-		l[2] = (unsigned char)(vl >> 8);
-		l[3] = (unsigned char)vl;
-		rc |= idem_buf_add(p, l, 4);
-	}
-	return rc | idem_buf_adds(p, n) | idem_buf_adds(p, v);
-}
-
-static int
-write_all(int fd, const char *p, size_t n)
-{
-	ssize_t	k;
-
-	while (n > 0) {
-		if ((k = write(fd, p, n)) == -1 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-static int
-read_all(int fd, void *p, size_t n)
-{
-	ssize_t	k;
-
-	while (n > 0) {
-		if ((k = read(fd, p, n)) == -1 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p = (char *)p + k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-/* The records of one request (request id 1, no keep-alive). */
-static int
-encode(const char *method, const char *path, const char *key,
-    const char *body, struct idem_buf *out)
-{
-	static const unsigned char begin[8] = { 0, 1, 0, 0, 0, 0, 0, 0 };
-	struct idem_buf	 p = { 0 };
-	char		 auth[160], len[24];
-	int		 rc = 0;
-
-	snprintf(auth, sizeof(auth), "Bearer %s", secret);
-	snprintf(len, sizeof(len), "%lu",
-	    (unsigned long)(body ? strlen(body) : 0));
-	rc |= put_param(&p, "REQUEST_METHOD", method);
-	rc |= put_param(&p, "REQUEST_URI", path);
-	rc |= put_param(&p, "SCRIPT_NAME", path);
-	rc |= put_param(&p, "REMOTE_ADDR", "127.0.0.1");
-	rc |= put_param(&p, "HTTP_AUTHORIZATION", auth);
-	rc |= put_param(&p, "CONTENT_LENGTH", len);
-	if (body != NULL)
-		rc |= put_param(&p, "CONTENT_TYPE", "application/json");
-	if (key != NULL)
-		rc |= put_param(&p, "HTTP_IDEMPOTENCY_KEY", key);
-	rc |= put_record(out, FCGI_BEGIN_REQUEST, begin, 8);
-	if (p.len > 0xffff)
-		rc = -1;
-	else
-		rc |= put_record(out, FCGI_PARAMS, p.p, p.len);
-	rc |= put_record(out, FCGI_PARAMS, "", 0);
-	if (body != NULL && *body != '\0')
-		rc |= put_record(out, FCGI_STDIN, body, strlen(body));
-	rc |= put_record(out, FCGI_STDIN, "", 0);
-	idem_buf_free(&p);
-	return rc == 0 ? 0 : -1;
-}
-
-/* STDOUT up to END_REQUEST, into out. */
-static int
-decode(int fd, struct idem_buf *out)
-{
-	unsigned char	h[8];
-	char		c[65536 + 256];
-	size_t		n;
-
-	for (;;) {
-		if (read_all(fd, h, 8) == -1)
-			return -1;
-		n = (size_t)(h[4] << 8 | h[5]) + h[6];
-		if (read_all(fd, c, n) == -1)
-			return -1;
-		if (h[1] == FCGI_END_REQUEST)
-			return 0;
-		if (h[1] == FCGI_STDOUT &&
-		    idem_buf_add(out, c, n - h[6]) == -1)
-			return -1;
-	}
-}
-
-/* The server side: what a runtime worker does with a connection. */
-static void
-serve(int fd)
-{
-	(void)idem_conns_serve_one(app, fd);
-	close(fd);
-}
-
 int
 rg_request(const char *method, const char *path, const char *key,
     const char *body, struct rg_resp *out)
 {
-	struct idem_buf	 in = { 0 }, resp = { 0 };
-	char		*sep;
-	int		 sv[2], rc = -1;
+	char		 line[512];
+	const char	*headers[2] = { NULL, NULL }, *b;
+	size_t		 n;
 
 	memset(out, 0, sizeof(*out));
-	if (encode(method, path, key, body, &in) == -1 ||
-	    socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == -1) {
-		idem_buf_free(&in);
+	if (key != NULL) {
+		snprintf(line, sizeof(line), "Idempotency-Key: %s", key);
+		headers[0] = line;
+	}
+	if (idem_test_request(harness, method, path, headers, body,
+	    &out->resp) == -1)
+		return -1;
+	out->status = idem_test_status(out->resp);
+	b = idem_test_body(out->resp, &n);
+	if ((out->body = malloc(n + 1)) == NULL) {
+		rg_resp_free(out);
 		return -1;
 	}
-	/* Small requests: the records fit the socket's buffer, so the
-	 * client writes them all before the server reads. */
-	if (write_all(sv[0], in.p, in.len) == 0) {
-		serve(sv[1]);
-		if (decode(sv[0], &resp) == 0 && idem_buf_nul(&resp) == 0 &&
-		    (sep = strstr(resp.p, "\r\n\r\n")) != NULL) {
-			*sep = '\0';
-			out->head = strdup(resp.p);
-			out->body = strdup(sep + 4);
-			out->bodylen = strlen(sep + 4);
-			if (out->head != NULL && out->body != NULL &&
-			    sscanf(out->head, "Status: %d", &out->status) == 1)
-				rc = 0;
-		}
-	}
-	close(sv[0]);
-	idem_buf_free(&in);
-	idem_buf_free(&resp);
-	return rc;
+	memcpy(out->body, b, n);
+	out->body[n] = '\0';
+	out->bodylen = n;
+	return 0;
 }
 
 const char *
 rg_header(const struct rg_resp *r, const char *name, char *buf, size_t len)
 {
-	const char	*p = r->head, *e;
-	size_t		 n = strlen(name);
+	const char	*v = idem_test_header(r->resp, name);
 
-	for (; p != NULL && *p != '\0'; p = *e ? e + 2 : e) {
-		if ((e = strstr(p, "\r\n")) == NULL)
-			e = p + strlen(p);
-		if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
-			p += n + 1;
-			while (*p == ' ')
-				p++;
-			snprintf(buf, len, "%.*s", (int)(e - p), p);
-			return buf;
-		}
-	}
-	return NULL;
+	if (v == NULL)
+		return NULL;
+	snprintf(buf, len, "%s", v);
+	return buf;
 }
 
 void
 rg_resp_free(struct rg_resp *r)
 {
-	free(r->head);
+	idem_test_response_free(r->resp);
 	free(r->body);
 	memset(r, 0, sizeof(*r));
 }

@@ -15,11 +15,13 @@
 
 #include "private.h"
 
+struct idem_test_resp;
+
 struct rg_resp {
-	int	 status;
-	char	*head;		/* the CGI header lines, NUL-terminated */
-	char	*body;		/* NUL-terminated */
-	size_t	 bodylen;
+	int			 status;
+	char			*body;		/* NUL-terminated */
+	size_t			 bodylen;
+	struct idem_test_resp	*resp;		/* its headers */
 };
 
 /*
