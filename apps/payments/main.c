@@ -7,6 +7,17 @@
 
 #include "payments.h"
 
+/* A benchmark's route: the create's handler, body and answer at path. */
+static void
+bench_route(idem_app *app, const char *path, unsigned kind, void *arg,
+    const char *opid, const char *summary)
+{
+	idem_app_route(app, "POST", path, kind, payments_create, arg);
+	idem_app_route_body(app, "POST", path, &payment_body);
+	idem_app_route_response(app, "POST", path, payment_created);
+	idem_app_route_summary(app, "POST", path, opid, summary);
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -104,24 +115,13 @@ main(int argc, char *argv[])
 	/* The benchmark's reference: the same handler, no middleware. */
 	bench = idem_app_config(app, "payments", "bench_routes");
 	if (bench != NULL && strcmp(bench, "on") == 0) {
-		idem_app_route(app, "POST", "/bench/payments-plain",
-		    IDEM_ROUTE_JSON, payments_create, NULL);
-		idem_app_route_body(app, "POST", "/bench/payments-plain",
-		    &payment_body);
-		idem_app_route_response(app, "POST", "/bench/payments-plain",
-		    payment_created);
-		idem_app_route_summary(app, "POST", "/bench/payments-plain",
-		    "createPaymentPlain", "Create a payment without the "
-		    "middleware (the benchmark's reference)");
+		bench_route(app, "/bench/payments-plain", IDEM_ROUTE_JSON,
+		    NULL, "createPaymentPlain", "Create a payment without "
+		    "the middleware (the benchmark's reference)");
 		/* The create with the middleware and without its event: the
 		 * reference of the outbox's cost. */
-		idem_app_route(app, "POST", "/bench/payments-noevent",
-		    IDEM_ROUTE_IDEMPOTENT, payments_create, &payments_no_event);
-		idem_app_route_body(app, "POST", "/bench/payments-noevent",
-		    &payment_body);
-		idem_app_route_response(app, "POST", "/bench/payments-noevent",
-		    payment_created);
-		idem_app_route_summary(app, "POST", "/bench/payments-noevent",
+		bench_route(app, "/bench/payments-noevent",
+		    IDEM_ROUTE_IDEMPOTENT, &payments_no_event,
 		    "createPaymentNoEvent", "Create a payment without its "
 		    "payment.succeeded event (the benchmark's reference)");
 	}
