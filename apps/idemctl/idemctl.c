@@ -222,6 +222,23 @@ static const char sql_attention[] =
 	" AND attention_at IS NOT NULL ORDER BY attention_at LIMIT 100";
 
 /* The unfinished records: phased, past a recovery point and their TTL. */
+/* sql with n parameters: its rows, or NULL with the error said as
+ * "idemctl: what: ..." on stderr. */
+static PGresult *
+query(PGconn *db, const char *what, const char *sql, int n,
+    const char *const *vals)
+{
+	PGresult	*r;
+
+	r = PQexecParams(db, sql, n, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "idemctl: %s: %s", what, PQerrorMessage(db));
+		PQclear(r);
+		return NULL;
+	}
+	return r;
+}
+
 static const char sql_unfinished[] =
 	"SELECT id, api_key_id, key, recovery_point, expires_at,"
 	" CASE WHEN lease_until > now() THEN 'leased' ELSE 'lapsed' END"
@@ -239,7 +256,7 @@ cmd_stats(PGconn *db)
 	PGresult	*r;
 	int		 i;
 
-	r = PQexec(db, "SELECT count(*),"
+	if ((r = query(db, "stats", "SELECT count(*),"
 	    " count(*) FILTER (WHERE state = 'in_progress'),"
 	    " count(*) FILTER (WHERE expires_at <= now()),"
 	    " (SELECT oldest_live_age::bigint FROM idem_store_gauges()),"
@@ -249,22 +266,14 @@ cmd_stats(PGconn *db)
 	    " count(*) FILTER (WHERE state = 'in_progress'"
 	    "   AND recovery_point <> 'started' AND expires_at <= now()),"
 	    " idem_attention_count()"
-	    " FROM idempotency_keys");
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		fprintf(stderr, "idemctl: stats: %s", PQerrorMessage(db));
-		PQclear(r);
+	    " FROM idempotency_keys", 0, NULL)) == NULL)
 		return 1;
-	}
 	for (i = 0; i < 8; i++)
 		printf("%-28s %s\n", label[i], PQgetvalue(r, 0, i));
 	PQclear(r);
 	/* Never evicted, so listed: each needs the completer or a person. */
-	r = PQexec(db, sql_unfinished);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		fprintf(stderr, "idemctl: stats: %s", PQerrorMessage(db));
-		PQclear(r);
+	if ((r = query(db, "stats", sql_unfinished, 0, NULL)) == NULL)
 		return 1;
-	}
 	for (i = 0; i < PQntuples(r); i++)
 		printf("unfinished id=%s tenant=%s key=%s recovery_point=%s "
 		    "expired_at=%s lease=%s\n", PQgetvalue(r, i, 0),
@@ -273,12 +282,8 @@ cmd_stats(PGconn *db)
 		    PQgetvalue(r, i, 5));
 	PQclear(r);
 	/* Set aside by the completer: each needs a person (idemctl key). */
-	r = PQexec(db, sql_attention);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		fprintf(stderr, "idemctl: stats: %s", PQerrorMessage(db));
-		PQclear(r);
+	if ((r = query(db, "stats", sql_attention, 0, NULL)) == NULL)
 		return 1;
-	}
 	for (i = 0; i < PQntuples(r); i++)
 		printf("attention id=%s tenant=%s key=%s recovery_point=%s "
 		    "attempts=%s reason=%s since=%s error=%s\n",
@@ -420,12 +425,8 @@ events_list(PGconn *db, int argc, char **argv)
 	snprintf(lim, sizeof(lim), "%ld", limit + 1);
 	vals[0] = state;
 	vals[1] = lim;
-	r = PQexecParams(db, sql_events_list, 2, NULL, vals, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		fprintf(stderr, "idemctl: events list: %s", PQerrorMessage(db));
-		PQclear(r);
+	if ((r = query(db, "events list", sql_events_list, 2, vals)) == NULL)
 		return 1;
-	}
 	n = PQntuples(r);
 	for (i = 0; i < n && i < limit; i++)
 		printf("delivery=%s event=%s type=%s tenant=%s endpoint=%s "
@@ -475,12 +476,8 @@ events_show(PGconn *db, const char *event_id)
 	snprintf(max, sizeof(max), "%d", EVENT_BODY_SHOWN);
 	vals[0] = event_id;
 	vals[1] = max;
-	r = PQexecParams(db, sql_event_show, 2, NULL, vals, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		fprintf(stderr, "idemctl: events show: %s", PQerrorMessage(db));
-		PQclear(r);
+	if ((r = query(db, "events show", sql_event_show, 2, vals)) == NULL)
 		return 1;
-	}
 	if (PQntuples(r) == 0) {
 		fprintf(stderr, "idemctl: events show: no event '%s'\n",
 		    event_id);
@@ -543,13 +540,8 @@ events_retry(PGconn *db, const char *what)
 	PGresult	*r;
 	int		 i, n;
 
-	r = PQexecParams(db, sql_events_retry, 1, NULL, vals, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		fprintf(stderr, "idemctl: events retry: %s",
-		    PQerrorMessage(db));
-		PQclear(r);
+	if ((r = query(db, "events retry", sql_events_retry, 1, vals)) == NULL)
 		return 1;
-	}
 	if ((n = PQntuples(r)) == 0) {
 		fprintf(stderr, "idemctl: events retry: no dead or pending "
 		    "delivery of '%s' to a live endpoint\n", what);
