@@ -235,6 +235,11 @@ fcgi() {
 }
 
 r=$(fcgi GET /healthz)
+# info lines are written by the log's own thread within 100 ms: awaited
+for _ in $(seq 50); do
+	grep -q '"runtime: .*workers' "$TMP/app.log" && break
+	sleep 0.1
+done
 if grep -q '^Status: 200' <<<"$r" && grep -q '"status":"ok"' <<<"$r" &&
     grep -q '"runtime: .*workers' "$TMP/app.log"; then
 	ok "GET /healthz on an fd 3 socket -> 200"
