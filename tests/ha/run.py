@@ -83,7 +83,7 @@ SLOWEST = 6.0
 # dispatcher takes one delivery at a time, so that a delivery taken and not
 # recorded (its primary died between the take and the record) is due again
 # once the take's hold lapses, batch x (timeout + 1 s) + 5 s = 16 s after
-# it (lib/dispatcher.c), rather than after the default batch's 115 s.
+# it (lib/runtime/dispatcher.c), rather than after the default batch's 115 s.
 WEBHOOKS = ("[webhooks]\nallow_private = on\ninterval = 100ms\n"
             "backoff = 200ms\nbackoff_max = 1s\ntimeout = 10s\nbatch = 1\n")
 # Every payment's event recorded delivered within this long of Patroni's
