@@ -8,7 +8,8 @@ changed since create.sql was written.
                               (NAME=SUM ...); print the names that differ
                               (nothing: all the same)
 
-The statements: sql_lookup and sql_complete of lib/request/idempotency.c
+The statements: sql_lookup and sql_complete of lib/request/idempotency.c,
+the outbox's enqueue of lib/runtime/outbox.c
 (C string literals) and the INSERT INTO payments that
 apps/payments/payments.c defers.  Whitespace is normalised; the sum is the
 first 12 hex digits of SHA-256.
@@ -42,6 +43,10 @@ def sums(srcdir):
         if s.startswith("INSERT INTO payments"):
             out["payments_insert"] = s
             break
+    with open(srcdir + "/lib/runtime/outbox.c") as f:
+        src = f.read()
+    m = re.search(r"idem_req_defer_args\(req,\s*(%s)," % LIT, src)
+    out["outbox_enqueue"] = join(m.group(1)) if m else ""
     return {k: hashlib.sha256(v.encode()).hexdigest()[:12] if v else "missing"
             for k, v in out.items()}
 
