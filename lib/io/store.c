@@ -263,6 +263,13 @@ static const char sql_evict_batch[] =
 	"SELECT * FROM idem_evict_batch($1::bigint)";
 static const char sql_forget_batch[] = "SELECT idem_forget_batch($1::bigint)";
 
+/* Where a batch's connection comes from: db itself, else pool's. */
+struct evict_conn {
+	PGconn			*db;
+	struct idem_pool	*pool;
+	long long		 acquire_ms;
+};
+
 /* Sleep us microseconds in slices, -1 as soon as *stop is set. */
 static int
 pause_unless_stopped(long long us, atomic_int *stop)
@@ -291,13 +298,6 @@ pause_unless_stopped(long long us, atomic_int *stop)
  * takes a pool connection and gives it back before the pause: a paced
  * backlog holds none of the requests' connections while it waits.
  */
-/* Where a batch's connection comes from: db itself, else pool's. */
-struct evict_conn {
-	PGconn			*db;
-	struct idem_pool	*pool;
-	long long		 acquire_ms;
-};
-
 static int
 evict_loop(const struct evict_conn *c, const char *sql, long batch,
     long max_batches, long long until_us, int duty, atomic_int *stop,
