@@ -124,6 +124,13 @@ main(int argc, char *argv[])
 		    IDEM_ROUTE_IDEMPOTENT, &payments_no_event,
 		    "createPaymentNoEvent", "Create a payment without its "
 		    "payment.succeeded event (the benchmark's reference)");
+		/* POST /v1/payments again, under a path of its own, so that a
+		 * config can give it [route] remember alone: the cost of
+		 * remember, against POST /v1/payments in the same run. */
+		bench_route(app, "/bench/payments-remember",
+		    IDEM_ROUTE_IDEMPOTENT, NULL, "createPaymentRemember",
+		    "Create a payment on a route that may remember its keys "
+		    "(the benchmark's)");
 	}
 	rc = idem_app_run(app);
 	idem_app_free(app);
