@@ -6,7 +6,9 @@ sql/011 in a database of its own: events made by the library's own SQL
 what it changed in the tables; bad arguments refused with nothing changed.
 Then the whole round with the real dispatcher (`payments.fcgi deliver`)
 and a receiver on loopback: a delivery dead after a 500, retried with
-idemctl, delivered by the next run under the same webhook-id.
+idemctl, delivered by the next run under the same webhook-id.  And the
+ordered take (sql/014) in a database of its own: each endpoint's first
+pending delivery only, a backlog behind it not read.
 Prints TAP.  Usage:
   events.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
@@ -117,6 +120,108 @@ def dispatcher_round(a, d, tmp, ev, enqueue, tenant):
            (r.stdout, r.stderr, rcv.got, out))
     finally:
         rcv.stop()
+
+
+def ordered_take(a, tmp):
+    """idem_outbox_take with ordered on (sql/014), in a database of its
+    own so that no other delivery is pending: each endpoint's first
+    pending delivery only, in schedule order; none of an endpoint whose
+    first is in flight or waiting for a retry; a deleted endpoint's too
+    (to go dead); two sessions never take one endpoint's two; a backlog
+    behind one endpoint is not walked."""
+    name = DB + "_ord"
+    d = Db(a.pghost, a.pgport, name)
+    d.sql("DROP DATABASE IF EXISTS %s" % name, db="postgres")
+    d.sql("CREATE DATABASE %s" % name, db="postgres")
+    conf = os.path.join(tmp, "ord.ini")
+    write(conf, conf_text(a.pghost, a.pgport, name, ""))
+    api_key(a.builddir, a.srcdir, conf, "ord")
+    tenant = d.sql("SELECT id FROM api_keys WHERE name = 'ord'")
+    eps = [d.sql("INSERT INTO idem_webhook_endpoints (api_key_id, url, "
+                 "types, secret) VALUES (%s, 'http://127.0.0.1:9/%d', "
+                 "'{t.%d}', '%s') RETURNING id" % (tenant, i, i, SECRET))
+           for i in range(4)]
+    ids = {}    # (endpoint index, n) -> delivery id
+    for n in range(3):
+        for i in range(4):
+            eid = "evt_ord_%d_%d" % (i, n)
+            d.sql("SELECT idem_outbox_enqueue('%s', %s, 't.%d', "
+                  "'{\"id\":\"%s\"}')" % (eid, tenant, i, eid))
+            ids[(i, n)] = d.sql(
+                "SELECT d.id FROM idem_deliveries d JOIN idem_events e ON "
+                "e.id = d.event WHERE e.event_id = '%s'" % eid)
+    # Endpoint 2's first waits for a retry; endpoint 3 is deleted.
+    d.sql("UPDATE idem_deliveries SET next_attempt_at = now() + "
+          "interval '1 hour' WHERE id = %s" % ids[(2, 0)])
+    d.sql("UPDATE idem_webhook_endpoints SET deleted_at = now() WHERE "
+          "id = %s" % eps[3])
+
+    def take(limit=10):
+        return [r.split("|") for r in d.sql(
+            "SELECT id, endpoint_deleted FROM idem_outbox_take(%d, 60000, "
+            "true)" % limit).splitlines()]
+
+    got = take()
+    ok([r[0] for r in got] == [ids[(0, 0)], ids[(1, 0)], ids[(3, 0)]] and
+       [r[1] for r in got] == ["f", "f", "t"],
+       "ordered take: the first pending delivery of each endpoint, in "
+       "schedule order, a deleted endpoint's too; none of an endpoint "
+       "whose first waits for a retry", (got, ids))
+    ok(take() == [], "again: nothing, each endpoint's first is in flight")
+    d.sql("SELECT idem_outbox_delivered(%s, 200)" % ids[(0, 0)])
+    d.sql("SELECT idem_outbox_failed(%s, 1, 500, 'HTTP 500', 3600000, "
+          "false)" % ids[(1, 0)])
+    got = take()
+    ok([r[0] for r in got] == [ids[(0, 1)]],
+       "after its first is delivered, endpoint 0's second; endpoint 1's "
+       "failed first holds its second back", (got, ids))
+    # Two sessions at once: the one holding endpoint 0's head locked makes
+    # the other skip it, not take its successor.
+    d.sql("SELECT idem_outbox_delivered(%s, 200)" % ids[(0, 1)])
+    held = subprocess.Popen(
+        ["psql", "-X", "-qAt", "-h", a.pghost, "-p", str(a.pgport), "-U",
+         "postgres", "-d", name],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    held.stdin.write("BEGIN;\nSELECT id FROM idem_deliveries WHERE id = %s "
+                     "FOR UPDATE;\n" % ids[(0, 2)])
+    held.stdin.flush()
+    locked = held.stdout.readline().strip()
+    got = take()
+    held.stdin.write("ROLLBACK;\n")
+    held.stdin.close()
+    held.wait(timeout=10)
+    ok(locked == ids[(0, 2)] and got == [], "endpoint 0's head locked by "
+       "another session: skipped, its successor not taken", (locked, got))
+    ok([r[0] for r in take()] == [ids[(0, 2)]],
+       "once the lock is gone, taken", ids[(0, 2)])
+
+    # A backlog behind endpoint 0, whose head (taken above) is in flight:
+    # the take
+    # reads the heads only (index entries read, from the statistics a
+    # session flushes when it ends), not the 20,000 behind.
+    d.sql("INSERT INTO idem_events (event_id, api_key_id, type, body) "
+          "SELECT 'evt_back_' || g, %s, 't.0', '{}' FROM "
+          "generate_series(1, 20000) g" % tenant)
+    d.sql("INSERT INTO idem_deliveries (event, endpoint) SELECT id, %s "
+          "FROM idem_events WHERE event_id LIKE 'evt_back_%%'" % eps[0])
+    d.sql("ANALYZE idem_deliveries")
+
+    def entries_read():
+        return int(d.sql("SELECT sum(idx_tup_read) FROM pg_stat_user_indexes "
+                         "WHERE relname = 'idem_deliveries'"))
+
+    before = entries_read()
+    got = take()
+    after = before
+    for _ in range(50):     # the ended session's counters, once flushed
+        after = entries_read()
+        if after != before:
+            break
+        time.sleep(0.05)
+    ok(got == [] and 0 < after - before < 100, "20,000 pending behind an "
+       "endpoint's head in flight: nothing taken, %d index entries read"
+       % (after - before), (got, before, after))
+    d.sql("DROP DATABASE IF EXISTS %s" % name, db="postgres")
 
 
 def main():
@@ -334,6 +439,7 @@ def main():
        "hour ago; the pending ones never", (out, events()))
 
     dispatcher_round(a, d, tmp, ev, enqueue, tenant)
+    ordered_take(a, tmp)
 
     for bad in ([], ["frob"], ["show"], ["show", "a", "b"]):
         rc, out, err = ev(*bad)
