@@ -12,7 +12,7 @@
 -- docs/benchmark.md "The outbox").  The heads are found here by a skip
 -- scan of idem_deliveries_endpoint ((endpoint, id) WHERE pending): one
 -- index descent per endpoint that has pending deliveries, whatever their
--- number.  The unordered take is 013's, unchanged.  Same signature, same
+-- number.  The unordered take selects as 013's did.  Same signature, same
 -- results.
 --
 -- Two dispatchers: a head another one has locked is skipped (SKIP
@@ -27,9 +27,12 @@ RETURNS TABLE (id bigint, event_id text, type text, body text, url text,
     secret text, endpoint_deleted boolean, attempts integer, age_ms bigint)
 LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
+DECLARE
+	v_due	bigint[];
 BEGIN
+	-- The due deliveries, locked: one statement for each mode, so that
+	-- each keeps a plan of its own.
 	IF p_ordered THEN
-		RETURN QUERY
 		WITH RECURSIVE heads AS (
 			(SELECT d.endpoint, d.id FROM idem_deliveries d
 			  WHERE d.state = 'pending'
@@ -38,37 +41,30 @@ BEGIN
 			SELECT n.endpoint, n.id FROM heads h,
 			  LATERAL (SELECT d.endpoint, d.id FROM idem_deliveries d
 			    WHERE d.state = 'pending' AND d.endpoint > h.endpoint
-			    ORDER BY d.endpoint, d.id LIMIT 1) n),
-		due AS (
+			    ORDER BY d.endpoint, d.id LIMIT 1) n)
+		SELECT array_agg(t.id) INTO v_due FROM (
 			SELECT d.id FROM idem_deliveries d
 			WHERE d.id = ANY (ARRAY(SELECT heads.id FROM heads))
 			  AND d.state = 'pending' AND d.next_attempt_at <= now()
 			ORDER BY d.next_attempt_at, d.id
 			LIMIT p_limit
-			FOR UPDATE OF d SKIP LOCKED)
-		UPDATE idem_deliveries d SET attempts = d.attempts + 1,
-		    next_attempt_at = now() + p_hold_ms * interval '1 millisecond'
-		  FROM idem_events e, idem_webhook_endpoints w
-		  WHERE d.id = ANY (ARRAY(SELECT due.id FROM due))
-		    AND e.id = d.event AND w.id = d.endpoint
-		  RETURNING d.id, e.event_id, e.type, e.body, w.url, w.secret,
-		    w.deleted_at IS NOT NULL, d.attempts,
-		    (extract(epoch FROM clock_timestamp() - e.created_at) *
-		    1000)::bigint;
+			FOR UPDATE OF d SKIP LOCKED) t;
+	ELSE
+		SELECT array_agg(t.id) INTO v_due FROM (
+			SELECT d.id FROM idem_deliveries d
+			WHERE d.state = 'pending' AND d.next_attempt_at <= now()
+			ORDER BY d.next_attempt_at, d.id
+			LIMIT p_limit
+			FOR UPDATE OF d SKIP LOCKED) t;
+	END IF;
+	IF v_due IS NULL THEN
 		RETURN;
 	END IF;
 	RETURN QUERY
-	WITH due AS (
-		SELECT d.id FROM idem_deliveries d
-		WHERE d.state = 'pending' AND d.next_attempt_at <= now()
-		ORDER BY d.next_attempt_at, d.id
-		LIMIT p_limit
-		FOR UPDATE OF d SKIP LOCKED)
 	UPDATE idem_deliveries d SET attempts = d.attempts + 1,
 	    next_attempt_at = now() + p_hold_ms * interval '1 millisecond'
 	  FROM idem_events e, idem_webhook_endpoints w
-	  WHERE d.id = ANY (ARRAY(SELECT due.id FROM due))
-	    AND e.id = d.event AND w.id = d.endpoint
+	  WHERE d.id = ANY (v_due) AND e.id = d.event AND w.id = d.endpoint
 	  RETURNING d.id, e.event_id, e.type, e.body, w.url, w.secret,
 	    w.deleted_at IS NOT NULL, d.attempts,
 	    (extract(epoch FROM clock_timestamp() - e.created_at) * 1000)::bigint;
