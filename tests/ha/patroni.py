@@ -383,6 +383,23 @@ class Ha:
             time.sleep(0.2)
 
 
+    # The line PostgreSQL repeats on a replica left on the old timeline.
+    DIVERGED = "forked off current database system timeline"
+
+    def diverged(self):
+        """Replicas left behind on the old timeline after a failover.
+        Patroni 3.0.2 checks a running replica once, when it starts to
+        follow the new primary, comparing the location it has *replayed*
+        with the new timeline's switchpoint (postgresql/rewind.py,
+        _check_timeline_and_lsn); a replica that had received WAL past the
+        switchpoint but not yet replayed it (a busy machine) passes, replays
+        it, and then cannot follow: PostgreSQL repeats "new timeline N
+        forked off current database system timeline N-1 before current
+        recovery point" and Patroni reports it running, unchanged, until
+        an operator reinitialises it (patronictl reinit)."""
+        return [n for n in self.nodes if not n.killed and
+                any(self.DIVERGED in line for line in n.tail(30))]
+
     def patronictl(self, *args, timeout=60):
         """patronictl as root (it refuses nothing), against node 1's
         config (any node's names the same cluster)."""
