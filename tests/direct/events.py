@@ -122,6 +122,21 @@ def dispatcher_round(a, d, tmp, ev, enqueue, tenant):
         rcv.stop()
 
 
+def add_endpoint(d, tenant_id, path, types):
+    """An endpoint of the tenant at a closed loopback port: its id."""
+    return d.sql("INSERT INTO idem_webhook_endpoints (api_key_id, url, "
+                 "types, secret) VALUES (%s, 'http://127.0.0.1:9/%s', "
+                 "'{%s}', '%s') RETURNING id" % (tenant_id, path, types,
+                                                 SECRET))
+
+
+def delivery_of(d, eid, ep=None):
+    """The id of event eid's delivery (to endpoint ep, if it has several)."""
+    return d.sql("SELECT d.id FROM idem_deliveries d JOIN idem_events e "
+                 "ON e.id = d.event WHERE e.event_id = '%s'%s" % (
+                     eid, "" if ep is None else " AND d.endpoint = %s" % ep))
+
+
 def ordered_take(a, tmp):
     """idem_outbox_take with ordered on (sql/014), in a database of its
     own so that no other delivery is pending: each endpoint's first
@@ -137,19 +152,14 @@ def ordered_take(a, tmp):
     write(conf, conf_text(a.pghost, a.pgport, name, ""))
     api_key(a.builddir, a.srcdir, conf, "ord")
     tenant = d.sql("SELECT id FROM api_keys WHERE name = 'ord'")
-    eps = [d.sql("INSERT INTO idem_webhook_endpoints (api_key_id, url, "
-                 "types, secret) VALUES (%s, 'http://127.0.0.1:9/%d', "
-                 "'{t.%d}', '%s') RETURNING id" % (tenant, i, i, SECRET))
-           for i in range(4)]
+    eps = [add_endpoint(d, tenant, i, "t.%d" % i) for i in range(4)]
     ids = {}    # (endpoint index, n) -> delivery id
     for n in range(3):
         for i in range(4):
             eid = "evt_ord_%d_%d" % (i, n)
             d.sql("SELECT idem_outbox_enqueue('%s', %s, 't.%d', "
                   "'{\"id\":\"%s\"}')" % (eid, tenant, i, eid))
-            ids[(i, n)] = d.sql(
-                "SELECT d.id FROM idem_deliveries d JOIN idem_events e ON "
-                "e.id = d.event WHERE e.event_id = '%s'" % eid)
+            ids[(i, n)] = delivery_of(d, eid)
     # Endpoint 2's first waits for a retry; endpoint 3 is deleted.
     d.sql("UPDATE idem_deliveries SET next_attempt_at = now() + "
           "interval '1 hour' WHERE id = %s" % ids[(2, 0)])
@@ -196,9 +206,8 @@ def ordered_take(a, tmp):
        "once the lock is gone, taken", ids[(0, 2)])
 
     # A backlog behind endpoint 0, whose head (taken above) is in flight:
-    # the take
-    # reads the heads only (index entries read, from the statistics a
-    # session flushes when it ends), not the 20,000 behind.
+    # the take reads the heads only (index entries read, from the
+    # statistics a session flushes when it ends), not the 20,000 behind.
     d.sql("INSERT INTO idem_events (event_id, api_key_id, type, body) "
           "SELECT 'evt_back_' || g, %s, 't.0', '{}' FROM "
           "generate_series(1, 20000) g" % tenant)
@@ -243,10 +252,7 @@ def main():
         return d.sql("SELECT id FROM api_keys WHERE name = '%s'" % name)
 
     def endpoint(name, path, types):
-        return d.sql("INSERT INTO idem_webhook_endpoints (api_key_id, url, "
-                     "types, secret) VALUES (%s, 'http://127.0.0.1:9/%s', "
-                     "'{%s}', '%s') RETURNING id" % (tenant(name), path,
-                                                     types, SECRET))
+        return add_endpoint(d, tenant(name), path, types)
 
     def enqueue(eid, name, typ, body=None):
         body = body or '{"id":"%s","type":"%s","created":1,"data":{}}' % (
@@ -255,9 +261,7 @@ def main():
                      % (eid, tenant(name), typ, body))
 
     def delivery(eid, ep):
-        return d.sql("SELECT d.id FROM idem_deliveries d JOIN idem_events e "
-                     "ON e.id = d.event WHERE e.event_id = '%s' AND "
-                     "d.endpoint = %s" % (eid, ep))
+        return delivery_of(d, eid, ep)
 
     def row(did):
         return d.sql("SELECT state, attempts, next_attempt_at <= now(), "

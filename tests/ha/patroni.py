@@ -382,7 +382,6 @@ class Ha:
                     % (count, now - t0, now - last_t, state))
             time.sleep(0.2)
 
-
     # The line PostgreSQL repeats on a replica left on the old timeline.
     DIVERGED = "forked off current database system timeline"
 

@@ -755,7 +755,8 @@ def e_failover_run(ctx, sc, old, sync, wh, before, event):
                                         "--force", "--wait", timeout=180)
             reinit.append("%s left on the old timeline (Patroni 3.0.2's "
                           "check of a replica raced its replay): patronictl "
-                          "reinit exit %d" % (n.name, rc))
+                          "reinit exit %d%s" % (n.name, rc, "" if rc == 0
+                                                else ": " + out.strip()))
         ctx.ha.wait_healthy(2)
     new = ctx.ha.primary()
     left = old.postmaster_pid() is None and not old.alive()
