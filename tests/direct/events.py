@@ -122,6 +122,17 @@ def dispatcher_round(a, d, tmp, ev, enqueue, tenant):
         rcv.stop()
 
 
+def fresh_db(a, tmp, name):
+    """Database name made anew, and a config of the app naming it: (Db,
+    the config's path)."""
+    d = Db(a.pghost, a.pgport, name)
+    d.sql("DROP DATABASE IF EXISTS %s" % name, db="postgres")
+    d.sql("CREATE DATABASE %s" % name, db="postgres")
+    conf = os.path.join(tmp, name + ".ini")
+    write(conf, conf_text(a.pghost, a.pgport, name, ""))
+    return d, conf
+
+
 def add_endpoint(d, tenant_id, path, types):
     """An endpoint of the tenant at a closed loopback port: its id."""
     return d.sql("INSERT INTO idem_webhook_endpoints (api_key_id, url, "
@@ -145,11 +156,7 @@ def ordered_take(a, tmp):
     (to go dead); two sessions never take one endpoint's two; a backlog
     behind one endpoint is not walked."""
     name = DB + "_ord"
-    d = Db(a.pghost, a.pgport, name)
-    d.sql("DROP DATABASE IF EXISTS %s" % name, db="postgres")
-    d.sql("CREATE DATABASE %s" % name, db="postgres")
-    conf = os.path.join(tmp, "ord.ini")
-    write(conf, conf_text(a.pghost, a.pgport, name, ""))
+    d, conf = fresh_db(a, tmp, name)
     api_key(a.builddir, a.srcdir, conf, "ord")
     tenant = d.sql("SELECT id FROM api_keys WHERE name = 'ord'")
     eps = [add_endpoint(d, tenant, i, "t.%d" % i) for i in range(4)]
@@ -239,11 +246,7 @@ def main():
         ap.add_argument(a, required=True)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="idem-events-")
-    d = Db(a.pghost, a.pgport, DB)
-    d.sql("DROP DATABASE IF EXISTS %s" % DB, db="postgres")
-    d.sql("CREATE DATABASE %s" % DB, db="postgres")
-    conf = os.path.join(tmp, "app.ini")
-    write(conf, conf_text(a.pghost, a.pgport, DB, ""))
+    d, conf = fresh_db(a, tmp, DB)
     api_key(a.builddir, a.srcdir, conf, "acme")
     api_key(a.builddir, a.srcdir, conf, "beta")
     ev = Cli(a.builddir, conf)
