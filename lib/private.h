@@ -5,6 +5,8 @@
 #ifndef IDEM_PRIVATE_H
 #define IDEM_PRIVATE_H
 
+#include <sys/socket.h>
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -420,20 +422,46 @@ int	idem_runtime_run(idem_app *app, const char *listen_addr);
  * conns.c: the runtime's connections, read without blocking (the epoll
  * set ep, one-shot, data.ptr the connection) and handed to request.c only
  * once a request is whole.  A worker's turn: accept one connection on the
- * (non-blocking) listen_fd and read it; read a connection the set woke it
- * for.  idem_conns_expire() shuts down the connections late with their
+ * listener l and read it (its close tells l); read a connection the set
+ * woke it for.  idem_conns_expire() shuts down the connections late with their
  * request ([server] read_timeout) and returns the ms until the next
  * deadline, or -1 when none runs.  idem_conns_free() closes what is left
  * (the workers gone).  idem_conns_serve_one(): one request read from a
  * blocking fd and answered, as a worker would (the regress harness).
  */
 struct idem_conns;
+struct idem_listener;
 struct idem_conns *idem_conns_new(idem_app *app, int ep);
-void	idem_conns_accept(struct idem_conns *cs, int listen_fd);
+void	idem_conns_accept(struct idem_conns *cs, struct idem_listener *l);
 void	idem_conns_ready(struct idem_conns *cs, void *conn);
 long long idem_conns_expire(struct idem_conns *cs);
 void	idem_conns_free(struct idem_conns *cs);
 enum idem_rc idem_conns_serve_one(idem_app *app, int fd);
+/*
+ * listener.c: the FastCGI listening socket fd in the epoll set ep, armed
+ * one-shot, with a timer of its own in the set: idem_listener_tag() tells
+ * which of the two (or neither) an event's data.ptr is.  A worker woken
+ * for the socket calls idem_listener_accept() (accept4's result; the
+ * listener armed again, or paused at the descriptor limit: accept.h,
+ * counted {reason="fd_limit"}, logged once a second at most); one woken
+ * for the timer, idem_listener_timer() (a pause ends).  A closed
+ * connection calls idem_listener_freed() (a pause ends).
+ * idem_listener_stop(): out of the set for good (draining).
+ */
+enum idem_listener_tag {
+	IDEM_LISTENER_OTHER = 0,	/* not the listener's */
+	IDEM_LISTENER_SOCKET,		/* a connection waits */
+	IDEM_LISTENER_TIMER		/* a pause's end is due */
+};
+struct idem_listener *idem_listener_new(idem_app *app, int ep, int fd);
+enum idem_listener_tag idem_listener_tag(const struct idem_listener *l,
+	    const void *data);
+int	idem_listener_accept(struct idem_listener *l, struct sockaddr *sa,
+	    socklen_t *sl);
+void	idem_listener_freed(struct idem_listener *l);
+void	idem_listener_timer(struct idem_listener *l);
+void	idem_listener_stop(struct idem_listener *l);
+void	idem_listener_free(struct idem_listener *l);
 /* listen.c: a listening socket on "host:port", ":port" or a unix socket
  * path ("unix:" optional), the file given mode and group (NULL: the
  * process's) before any peer can connect; -1, logged. */

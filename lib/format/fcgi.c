@@ -43,6 +43,7 @@ static const char *const reasons[IDEM_FCGI_REJECT__COUNT] = {
 	[IDEM_FCGI_MULTIPLEXED] = "multiplexed",
 	[IDEM_FCGI_READ_TIMEOUT] = "read_timeout",
 	[IDEM_FCGI_PEER] = "peer",
+	[IDEM_FCGI_FD_LIMIT] = "fd_limit",
 };
 
 const char *

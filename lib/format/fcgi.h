@@ -35,6 +35,8 @@ enum idem_fcgi_rc {
 					 * within [server] read_timeout) */
 	IDEM_FCGI_PEER,			/* (the listeners': a peer not allowed,
 					 * closed before a byte is read) */
+	IDEM_FCGI_FD_LIMIT,		/* (the listeners': a connection waiting
+					 * while no descriptor was left) */
 	IDEM_FCGI_REJECT__COUNT
 };
 

@@ -22,6 +22,7 @@
 #include "heartbeat.h"
 #include "outbox.h"
 #include "peer.h"
+#include "accept.h"
 
 /* Requests: sub-millisecond to seconds. */
 static const double req_bounds[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01,
@@ -327,7 +328,9 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	idem_buf_adds(b, "# HELP idem_connections_rejected_total FastCGI "
 	    "connections closed for their input (malformed, over a limit), "
 	    "for a request not whole within read_timeout, or for a peer not "
-	    "allowed (peer; metrics_peer: on [metrics] listen).\n"
+	    "allowed (peer; metrics_peer: on [metrics] listen); fd_limit: "
+	    "times a listener found a connection waiting and no descriptor "
+	    "left (it waits in the backlog).\n"
 	    "# TYPE idem_connections_rejected_total counter\n");
 	for (i = 0; i < IDEM_FCGI_REJECT__COUNT; i++)
 		idem_buf_addf(b, "idem_connections_rejected_total{reason=\"%s\"} "
@@ -523,6 +526,9 @@ struct idem_metrics_srv {
 	pthread_t	 th;
 	char		*allow_uid;	/* numeric uids, or NULL: any */
 	unsigned long long refused;
+	long long	 paused_ms;	/* accept failed (accept.h) then, or 0 */
+	size_t		 paused_open;	/* connections open then */
+	struct idem_ratelog limit_log;
 	struct mconn	 c[SRV_CONNS];
 };
 
@@ -663,6 +669,55 @@ slot(struct idem_metrics_srv *srv)
 	return old;
 }
 
+/*
+ * accept() failed with err: at a limit (or worse), the listener is not
+ * polled until a connection of this one closes or IDEM_ACCEPT_RETRY_MS
+ * passed, or the connection left waiting would make poll() spin.
+ */
+static void
+accept_failed(struct idem_metrics_srv *srv, int err)
+{
+	enum idem_accept_verdict v = idem_accept_failed(err);
+	unsigned long long	 n;
+
+	size_t			 i;
+
+	if (v == IDEM_ACCEPT_RETRY)
+		return;
+	srv->paused_ms = idem_now_us() / 1000;
+	for (srv->paused_open = 0, i = 0; i < SRV_CONNS; i++)
+		srv->paused_open += srv->c[i].fd != -1;
+	if (v == IDEM_ACCEPT_FD_LIMIT)
+		idem_metrics_rejected(srv->app, IDEM_FCGI_FD_LIMIT);
+	if ((n = idem_ratelog_note(&srv->limit_log, srv->paused_ms)) > 0)
+		idem_log(IDEM_LOG_WARN, "metrics: accept: %s: not accepting "
+		    "for up to %d ms; %llu times since the last line",
+		    strerror(err), IDEM_ACCEPT_RETRY_MS, n);
+}
+
+/*
+ * Whether the listener is polled, with open connections at now_us: a
+ * pause (accept_failed) ends once one of them closed, or on time; until
+ * then *ms (poll's timeout, -1: none) is cut to the pause's end.
+ */
+static int
+listener_polled(struct idem_metrics_srv *srv, size_t open, long long now_us,
+    int *ms)
+{
+	long long	left;
+
+	if (srv->paused_ms == 0)
+		return 1;
+	left = idem_accept_resume_in(srv->paused_ms, now_us / 1000);
+	if (open < srv->paused_open || left == 0) {
+		srv->paused_ms = 0;
+		return 1;
+	}
+	if (*ms == -1 || *ms > left)
+		*ms = (int)left;
+	return 0;
+}
+
 static void
 accept_all(struct idem_metrics_srv *srv)
 {
@@ -674,8 +729,10 @@ accept_all(struct idem_metrics_srv *srv)
 	for (;;) {
 		sl = sizeof(ss);
 		if ((fd = accept4(srv->fd, (struct sockaddr *)&ss, &sl,
-		    SOCK_CLOEXEC | SOCK_NONBLOCK)) == -1)
+		    SOCK_CLOEXEC | SOCK_NONBLOCK)) == -1) {
+			accept_failed(srv, errno);
 			return;
+		}
 		if (!peer_ok(srv, fd, (struct sockaddr *)&ss, sl)) {
 			refuse(srv, fd, (struct sockaddr *)&ss);
 			continue;
@@ -725,6 +782,8 @@ metrics_srv(void *arg)
 			n++;
 		}
 		ms = next == -1 ? -1 : (int)((next - now) / 1000 + 1);
+		if (!listener_polled(srv, n, now, &ms))
+			p[1].fd = -1;		/* poll() skips it */
 		if (poll(p, 2 + n, ms) == -1 && errno != EINTR)
 			break;
 		if (p[0].revents)

@@ -36,6 +36,7 @@ struct conn {
 	struct conn	*prev, *next;	/* every connection */
 	struct conn	*qprev, *qnext;	/* the deadline queue */
 	int		 fd;
+	struct idem_listener *from;	/* told when fd is closed */
 	int		 in_ep;		/* in the epoll set (owner only) */
 	int		 queued;	/* (mutex) */
 	int		 timed_out;	/* (mutex) shut down by expire */
@@ -165,6 +166,9 @@ conn_close(struct idem_conns *cs, struct conn *c)
 		c->next->prev = c->prev;
 	pthread_mutex_unlock(&cs->mu);
 	close(c->fd);		/* (leaves the epoll set too) */
+	/* A descriptor is free: a listener paused at the limit takes one. */
+	if (c->from != NULL)
+		idem_listener_freed(c->from);
 	idem_fcgi_free(&c->in);
 	free(c);
 }
@@ -289,7 +293,7 @@ conn_run(struct idem_conns *cs, struct conn *c)
 }
 
 void
-idem_conns_accept(struct idem_conns *cs, int listen_fd)
+idem_conns_accept(struct idem_conns *cs, struct idem_listener *l)
 {
 	struct sockaddr_storage	 ss;
 	socklen_t	 sl = sizeof(ss);
@@ -299,9 +303,9 @@ idem_conns_accept(struct idem_conns *cs, int listen_fd)
 	char		 peer[80];
 	int		 fd;
 
-	if ((fd = accept4(listen_fd, (struct sockaddr *)&ss, &sl,
-	    SOCK_CLOEXEC)) == -1)
-		return;		/* another process or worker took it */
+	/* -1: another process took it, or no descriptor was left. */
+	if ((fd = idem_listener_accept(l, (struct sockaddr *)&ss, &sl)) == -1)
+		return;
 	/* [server] allow: a peer not allowed never gets a byte read. */
 	if (idem_peer_allowed(cs->allow, (struct sockaddr *)&ss, sl) !=
 	    IDEM_PEER_ALLOW) {
@@ -324,6 +328,7 @@ idem_conns_accept(struct idem_conns *cs, int listen_fd)
 	tv.tv_usec = (ms % 1000) * 1000;
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	c->fd = fd;
+	c->from = l;
 	idem_fcgi_init(&c->in, &cs->lim);
 	pthread_mutex_lock(&cs->mu);
 	c->next = cs->all;

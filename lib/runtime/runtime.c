@@ -40,24 +40,13 @@ struct runtime {
 	int		 listen_fd;
 	int		 ep;		/* epoll: listener, idle connections, stop */
 	int		 stop_fd;	/* eventfd, readable once stopping */
+	struct idem_listener *lst;	/* listen_fd in the set (listener.c) */
 	struct idem_conns *conns;
 
 	pthread_mutex_t	 mu;
 	pthread_cond_t	 done;		/* a worker exited */
 	unsigned	 running;	/* workers alive */
 };
-
-/* Watch the listener for one readiness event (again: EPOLL_CTL_MOD). */
-static int
-arm(struct runtime *rt, int op, int fd)
-{
-	struct epoll_event	ev;
-
-	memset(&ev, 0, sizeof(ev));
-	ev.events = EPOLLIN | EPOLLONESHOT;
-	ev.data.ptr = &rt->listen_fd;
-	return epoll_ctl(rt->ep, op, fd, &ev);
-}
 
 static void *
 worker(void *arg)
@@ -77,21 +66,20 @@ worker(void *arg)
 		}
 		if (ev.data.ptr == &rt->stop_fd)
 			break;
-		if (ev.data.ptr != &rt->listen_fd) {
+		switch (idem_listener_tag(rt->lst, ev.data.ptr)) {
+		case IDEM_LISTENER_SOCKET:
+			/* One connection per wake-up; the listener is armed
+			 * again (or paused) before it is read. */
+			idem_conns_accept(rt->conns, rt->lst);
+			break;
+		case IDEM_LISTENER_TIMER:
+			idem_listener_timer(rt->lst);
+			break;
+		case IDEM_LISTENER_OTHER:
 			/* A connection has bytes (or its deadline passed). */
 			idem_conns_ready(rt->conns, ev.data.ptr);
-			continue;
+			break;
 		}
-		/*
-		 * One connection per wake-up, the listener armed again first
-		 * so that the next worker can take the next one.  (Stopping,
-		 * the listener has left the set: nothing to arm.)
-		 */
-		if (arm(rt, EPOLL_CTL_MOD, rt->listen_fd) == -1 &&
-		    !atomic_load(&rt->app->stopping))
-			idem_log(IDEM_LOG_ERROR, "runtime: epoll_ctl: %s",
-			    strerror(errno));
-		idem_conns_accept(rt->conns, rt->listen_fd);
 	}
 	pthread_mutex_lock(&rt->mu);
 	rt->running--;
@@ -192,7 +180,7 @@ idem_runtime_run(idem_app *app, const char *addr)
 	ev.events = EPOLLIN;		/* level-triggered: wakes every worker */
 	ev.data.ptr = &rt.stop_fd;
 	if (epoll_ctl(rt.ep, EPOLL_CTL_ADD, rt.stop_fd, &ev) == -1 ||
-	    arm(&rt, EPOLL_CTL_ADD, rt.listen_fd) == -1)
+	    (rt.lst = idem_listener_new(app, rt.ep, rt.listen_fd)) == NULL)
 		return 1;
 	pthread_mutex_init(&rt.mu, NULL);
 	pthread_cond_init(&rt.done, NULL);
@@ -239,7 +227,7 @@ idem_runtime_run(idem_app *app, const char *addr)
 	idem_deadline(CLOCK_REALTIME, DRAIN_MS, &dl);
 	atomic_store(&app->stopping, 1);
 	/* No new connection; busy workers finish their request first. */
-	epoll_ctl(rt.ep, EPOLL_CTL_DEL, rt.listen_fd, NULL);
+	idem_listener_stop(rt.lst);
 	if (write(rt.stop_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
 		idem_log(IDEM_LOG_ERROR, "runtime: cannot wake the workers: "
 		    "%s", strerror(errno));
@@ -281,6 +269,7 @@ idem_runtime_run(idem_app *app, const char *addr)
 	app->heartbeat = NULL;
 	/* Idle kept-alive or half-read connections carry no request. */
 	idem_conns_free(rt.conns);
+	idem_listener_free(rt.lst);
 	close(rt.stop_fd);
 	close(rt.ep);
 	pthread_mutex_destroy(&rt.mu);
