@@ -208,6 +208,9 @@ void	idem_metrics_rejected(idem_app *app, enum idem_fcgi_rc why);
 /* [metrics] listen: serve /metrics there from a thread (0, or -1). */
 int	idem_metrics_listen(idem_app *app);
 void	idem_metrics_listen_stop(idem_app *app);
+/* A descriptor of the process was freed (a FastCGI connection closed): a
+ * [metrics] listen socket paused at the limit is polled again. */
+void	idem_metrics_fd_freed(idem_app *app);
 enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED, IDEM_M_COMPLETED, IDEM_M_REMEMBERED,
 	IDEM_M_FORGOTTEN, IDEM_M_EVENTS_EVICTED };
 /* A webhook delivery attempt of an event of topic (dispatcher.c). */

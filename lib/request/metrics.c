@@ -72,6 +72,7 @@ struct idem_metrics {
 	atomic_ullong	 rejected[IDEM_FCGI_REJECT__COUNT];	/* by reason */
 	atomic_ullong	 waits[IDEM_WAIT__COUNT];	/* Prefer: wait */
 	atomic_ullong	 metrics_refused;	/* peers of [metrics] listen */
+	atomic_ullong	 fds_freed;	/* idem_metrics_fd_freed() calls */
 	struct hist	 event_latency;
 	atomic_ullong	 events_evicted;
 	pthread_mutex_t	 topics_mu;	/* adding one; counting is atomic */
@@ -265,6 +266,13 @@ idem_metrics_wait(idem_app *app, enum idem_wait_outcome o)
 {
 	if (app->metrics != NULL && o >= 0 && o < IDEM_WAIT__COUNT)
 		atomic_fetch_add(&app->metrics->waits[o], 1);
+}
+
+void
+idem_metrics_fd_freed(idem_app *app)
+{
+	if (app->metrics != NULL)
+		atomic_fetch_add(&app->metrics->fds_freed, 1);
 }
 
 void
@@ -509,6 +517,9 @@ idem_metrics_handler(idem_req *req, void *arg)
 #define HTTP_HEAD_MAX	8192
 #define HTTP_IO_MS	2000
 #define SRV_CONNS	32
+/* Paused at the descriptor limit, how often the thread looks whether the
+ * process freed one (idem_metrics_fd_freed). */
+#define FREED_CHECK_MS	25
 
 struct mconn {
 	int		 fd;		/* -1: free slot */
@@ -528,6 +539,7 @@ struct idem_metrics_srv {
 	unsigned long long refused;
 	long long	 paused_ms;	/* accept failed (accept.h) then, or 0 */
 	size_t		 paused_open;	/* connections open then */
+	unsigned long long paused_freed;	/* fds_freed then */
 	struct idem_ratelog limit_log;
 	struct mconn	 c[SRV_CONNS];
 };
@@ -685,20 +697,23 @@ accept_failed(struct idem_metrics_srv *srv, int err)
 	if (v == IDEM_ACCEPT_RETRY)
 		return;
 	srv->paused_ms = idem_now_us() / 1000;
+	srv->paused_freed = atomic_load(&srv->app->metrics->fds_freed);
 	for (srv->paused_open = 0, i = 0; i < SRV_CONNS; i++)
 		srv->paused_open += srv->c[i].fd != -1;
 	if (v == IDEM_ACCEPT_FD_LIMIT)
 		idem_metrics_rejected(srv->app, IDEM_FCGI_FD_LIMIT);
 	if ((n = idem_ratelog_note(&srv->limit_log, srv->paused_ms)) > 0)
 		idem_log(IDEM_LOG_WARN, "metrics: accept: %s: not accepting "
-		    "for up to %d ms; %llu times since the last line",
-		    strerror(err), IDEM_ACCEPT_RETRY_MS, n);
+		    "until a descriptor is freed (%d ms at most); %llu times "
+		    "since the last line", strerror(err), IDEM_ACCEPT_RETRY_MS,
+		    n);
 }
 
 /*
  * Whether the listener is polled, with open connections at now_us: a
- * pause (accept_failed) ends once one of them closed, or on time; until
- * then *ms (poll's timeout, -1: none) is cut to the pause's end.
+ * pause (accept_failed) ends once one of them closed, the process freed a
+ * descriptor elsewhere, or on time; until then *ms (poll's timeout, -1:
+ * none) is cut to FREED_CHECK_MS at most.
  */
 static int
 listener_polled(struct idem_metrics_srv *srv, size_t open, long long now_us,
@@ -709,10 +724,13 @@ listener_polled(struct idem_metrics_srv *srv, size_t open, long long now_us,
 	if (srv->paused_ms == 0)
 		return 1;
 	left = idem_accept_resume_in(srv->paused_ms, now_us / 1000);
-	if (open < srv->paused_open || left == 0) {
+	if (open < srv->paused_open || left == 0 || srv->paused_freed !=
+	    atomic_load(&srv->app->metrics->fds_freed)) {
 		srv->paused_ms = 0;
 		return 1;
 	}
+	if (left > FREED_CHECK_MS)
+		left = FREED_CHECK_MS;
 	if (*ms == -1 || *ms > left)
 		*ms = (int)left;
 	return 0;

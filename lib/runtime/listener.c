@@ -172,6 +172,7 @@ idem_listener_freed(struct idem_listener *l)
 {
 	/* Counted first, so that a pause being decided sees it (accept). */
 	atomic_fetch_add(&l->freed, 1);
+	idem_metrics_fd_freed(l->app);
 	if (!atomic_load(&l->paused))
 		return;
 	pthread_mutex_lock(&l->mu);
