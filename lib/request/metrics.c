@@ -704,9 +704,9 @@ accept_failed(struct idem_metrics_srv *srv, int err)
 		idem_metrics_rejected(srv->app, IDEM_FCGI_FD_LIMIT);
 	if ((n = idem_ratelog_note(&srv->limit_log, srv->paused_ms)) > 0)
 		idem_log(IDEM_LOG_WARN, "metrics: accept: %s: not accepting "
-		    "until a descriptor is freed (%d ms at most); %llu times "
-		    "since the last line", strerror(err), IDEM_ACCEPT_RETRY_MS,
-		    n);
+		    "until a descriptor is freed, %d ms at most (%llu failed "
+		    "accepts since the last line)", strerror(err),
+		    IDEM_ACCEPT_RETRY_MS, n);
 }
 
 /*

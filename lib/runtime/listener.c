@@ -72,16 +72,19 @@ idem_listener_new(idem_app *app, int ep, int fd)
 	l->app = app;
 	l->ep = ep;
 	l->fd = fd;
+	pthread_mutex_init(&l->mu, NULL);
 	if ((l->timer = timerfd_create(CLOCK_MONOTONIC,
 	    TFD_CLOEXEC | TFD_NONBLOCK)) == -1 ||
 	    watch(l, EPOLL_CTL_ADD, l->timer, &l->timer) == -1 ||
 	    watch(l, EPOLL_CTL_ADD, fd, l) == -1) {
+		idem_log(IDEM_LOG_ERROR, "runtime: listener: %s",
+		    strerror(errno));
 		if (l->timer != -1)
 			close(l->timer);
+		pthread_mutex_destroy(&l->mu);
 		free(l);
 		return NULL;
 	}
-	pthread_mutex_init(&l->mu, NULL);
 	return l;
 }
 
@@ -108,11 +111,11 @@ say(struct idem_listener *l, int err, enum idem_accept_verdict v)
 	if (v == IDEM_ACCEPT_FD_LIMIT)
 		idem_log(IDEM_LOG_WARN, "runtime: no descriptor for a new "
 		    "connection (accept: %s): not accepting until one is "
-		    "freed; %llu times since the last line, %llu in all",
-		    strerror(err), n, l->limited);
+		    "freed (%llu failed accepts since the last line, %llu in "
+		    "all)", strerror(err), n, l->limited);
 	else
 		idem_log(IDEM_LOG_ERROR, "runtime: accept: %s: trying again "
-		    "within %d ms; %llu times since the last line",
+		    "within %d ms (%llu failed accepts since the last line)",
 		    strerror(err), IDEM_ACCEPT_RETRY_MS, n);
 }
 

@@ -10,7 +10,9 @@
  * waiting.  No thread blocks in accept() or in a read, so neither
  * kept-alive connections (nginx fastcgi_keep_conn) nor slow or idle peers
  * can pin workers; nothing is handed from thread to thread; a stop (an
- * eventfd in the same set, level-triggered) wakes everyone.  The main
+ * eventfd in the same set, level-triggered) wakes everyone.  At the
+ * descriptor limit the listener is paused rather than polled in vain
+ * (listener.c).  The main
  * thread waits for a signal and, meanwhile, closes the connections late
  * with their request ([server] read_timeout).
  */
