@@ -190,8 +190,23 @@ class T:
     def note(self, msg):
         self.notes.append(msg)
 
-    def answered_by(self, who):
-        """Say in the test name which component produced the response."""
+    def answered_by(self, who, r):
+        """Say in the test name which component produced r, once r shows
+        it: the app answers with its own problem (it carries an instance)
+        or JSON; a web server with the sample's static problem page (no
+        instance: r.is_server_page) or a page of its own that is not
+        JSON.  "...error page": the sample's page only."""
+        ct = (r.header("Content-Type") or "").split(";")[0].strip().lower()
+        if who.startswith("the app"):
+            ok = r.is_problem or (ct == "application/json" and
+                                  not r.is_server_page)
+        elif "error page" in who:
+            ok = r.is_server_page
+        else:
+            ok = r.is_server_page or ct not in ("application/json",
+                                                "application/problem+json")
+        self.expect(ok, "said to be answered by %s, but the answer is not "
+                    "its: %s" % (who, r.describe()[:300]))
         self.suffix = " (answered by %s)" % who
 
     # --- assertions ------------------------------------------------------
