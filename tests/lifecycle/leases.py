@@ -563,6 +563,8 @@ def completer_races_retry(t, fault):
     wait_lease_lapsed(t, rec)
     (done, left, _moved), r = race(t, lambda: complete(t),
                            lambda: env.post(PAY, body, key=key))
+    # either-or: a race, by who takes the lapsed lease first; each branch
+    # is checked below
     t.expect(r.status in (201, 409), "the client's retry answered %s"
              % r.status)
     if r.status == 409:
@@ -605,6 +607,8 @@ def eviction_during_takeover(t, fault):
     wait_lease_lapsed(t, rec)
     (n, _secs), r = race(t, lambda: evict(t),
                          lambda: env.post(PAY, body, key=key))
+    # either-or: a race, by who takes the lapsed lease first; each branch
+    # is checked below
     t.expect(r.status in (201, 409), "the client's retry answered %s"
              % r.status)
     if r.status == 409:
