@@ -9,8 +9,10 @@ tests/bench/floor-run: the same bytes to payments.fcgi and to the floor.
                                     PREFIX-(POOL-1), created before
 
 Each request is POST /v1/payments with the same small JSON body.  Prints
-"sent N bad B" (B: a status other than 201, which both a create and its
-replay answer); exits 1 when B > 0.
+"sent N bad B": B counts the answers other than 201 without
+Idempotent-Replayed (create) or 201 with Idempotent-Replayed: true
+(replay), so that a create answered as a replay, or a replay executed
+again, is not counted as what it was meant to measure; exits 1 when B > 0.
 """
 import socket
 import struct
@@ -74,11 +76,15 @@ class Conn:
                 return out
 
 
-def status(resp):
-    head = resp.split(b"\r\n", 1)[0]
-    if head.lower().startswith(b"status:"):
-        return head.split()[1].decode()
-    return "200"
+def answer(resp):
+    """The status and whether Idempotent-Replayed: true is among the
+    headers, e.g. ("201", False)."""
+    head = resp.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+    st = head[0].split()[1].decode() \
+        if head[0].lower().startswith(b"status:") else "200"
+    replayed = any(h.lower().replace(b" ", b"") ==
+                   b"idempotent-replayed:true" for h in head)
+    return st, replayed
 
 
 def main():
@@ -87,15 +93,17 @@ def main():
         sys.exit(__doc__)
     sock, secret, mode, prefix, n = a[1], a[2].encode(), a[3], a[4], int(a[5])
     pool = int(a[6]) if mode == "replay" else n
+    want = ("201", mode == "replay")
     c = Conn(sock)
     bad = 0
     first = None
     for i in range(n):
         key = ("%s-%d" % (prefix, i % pool)).encode()
-        st = status(c.roundtrip(request(secret, key)))
-        if st != "201":
+        got = answer(c.roundtrip(request(secret, key)))
+        if got != want:
             bad += 1
-            first = first or st
+            first = first or "%s%s" % (got[0], " replayed" if got[1]
+                                       else " not replayed")
     print("sent %d bad %d%s" % (n, bad, " (first: %s)" % first if first else ""))
     sys.exit(1 if bad else 0)
 

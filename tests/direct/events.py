@@ -387,10 +387,18 @@ def main():
     ok(rc == 1 and row(d_dead)[0] == "dead",
        "retry towards a deleted endpoint: exit 1, still dead",
        (rc, err, row(d_dead)))
-    for bad in ([], ["evt_a", "evt_b"], ["evt_nope"], ["12345678"]):
+    # A usage error is exit 2, an argument that names nothing exit 1;
+    # either way no delivery changes.
+    snapshot = ("SELECT string_agg(id || ' ' || state || ' ' || attempts || "
+                "' ' || next_attempt_at, ',' ORDER BY id) FROM "
+                "idem_deliveries")
+    for bad, want in (([], 2), (["evt_a", "evt_b"], 2), (["evt_nope"], 1),
+                      (["12345678"], 1)):
+        before = d.sql(snapshot)
         rc, out, err = ev("retry", *bad)
-        ok(rc in (1, 2) and out == "", "retry %s: refused (exit %d)"
-           % (" ".join(bad) or "without argument", rc), err)
+        ok(rc == want and out == "" and d.sql(snapshot) == before,
+           "retry %s: refused (exit %d), nothing changed"
+           % (" ".join(bad) or "without argument", want), (rc, err))
 
     # --- purge: evt_pay1 (dead + delivered) and evt_beta (delivered) ended
     # two days ago; evt_ref1 and evt_big are pending; two more delivered

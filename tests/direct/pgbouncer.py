@@ -10,6 +10,7 @@ statement unnamed; the outbox's dispatcher (the app's thread and two
 import argparse
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
@@ -146,6 +147,11 @@ def main():
             ok(wait_for(lambda: delivered() == 10, 20),
                "the app's dispatcher delivers through pgbouncer",
                delivered())
+            # The app's dispatcher stops: the 150 more are the deliver
+            # processes' alone.  Each may take at most 75, so each must
+            # deliver some, whichever starts first.
+            ok(app.stop() == 0, "the app exits 0 on SIGTERM (its "
+               "dispatcher stopped)", app.proc.returncode)
             # In one statement: a psql per event would be the slow part.
             d.sql("SELECT idem_outbox_enqueue('evt_pgb_%d_' || g, %s, "
                   "'t.pgb', '{\"n\": ' || g || '}') FROM "
@@ -154,12 +160,20 @@ def main():
                          "LIKE 'evt_pgb_%d_%%'" % os.getpid()).split()
             procs = [subprocess.Popen(
                 [os.path.join(a.builddir, "apps/payments/payments.fcgi"),
-                 "-c", conf, "deliver"], stdout=subprocess.PIPE,
+                 "-c", conf, "deliver", "75"], stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, text=True) for _ in range(2)]
             outs = [p.communicate(timeout=60) for p in procs]
-            ok(wait_for(lambda: delivered() == 160, 20),
-               "and two deliver processes with it, through pgbouncer, each "
-               "at its first attempt", (delivered(), outs))
+            counts = [re.match(r"delivered (\d+), failed 0 \(dead 0\)",
+                               o[0]) for o in outs]
+            counts = [int(m.group(1)) if m else None for m in counts]
+            ok(all(p.returncode == 0 for p in procs) and
+               all(c is not None and c > 0 for c in counts) and
+               sum(counts) == 150,
+               "two deliver processes through pgbouncer: each exits 0 and "
+               "delivers some, 150 in all, none failed",
+               ([p.returncode for p in procs], outs))
+            ok(delivered() == 160, "the 160 deliveries recorded delivered, "
+               "each at its first attempt", delivered())
             ids = rcv.ids("/pgb")
             ok(len(ids) == 160 and sorted(set(ids)) == sorted(first + more),
                "three dispatchers behind the pooler: each of the 160 events "

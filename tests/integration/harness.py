@@ -102,6 +102,10 @@ class DB:
                 return True
             time.sleep(0.02)
         return False
+    def session(self):
+        """A psql session kept open: for a lock the test holds."""
+        return Session(self.conninfo)
+
     # The tenants whose rows counts() counts (set by env.Env): this
     # fixture's own, so that no other writer of the cluster moves them.
     tenants = ()
@@ -117,6 +121,41 @@ class DB:
                       "(select count(*) from refunds%s) r" % (w, w, w))[0]
         return {"idempotency_keys": r["k"], "payments": r["p"],
                 "refunds": r["r"]}
+
+
+class Session:
+    """One psql session, open until close(): what it locks stays locked
+    (a session-level advisory lock, an open transaction's row locks)."""
+
+    MARK = "__idem_session_done__"
+
+    def __init__(self, conninfo):
+        self.p = subprocess.Popen(
+            ["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
+             "-d", conninfo], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+
+    def run(self, sql):
+        """Run sql and wait for it to finish; its output lines."""
+        self.p.stdin.write("%s;\n\\echo %s\n" % (sql, self.MARK))
+        self.p.stdin.flush()
+        lines = []
+        for line in self.p.stdout:
+            if line.rstrip("\n") == self.MARK:
+                return lines
+            lines.append(line.rstrip("\n"))
+        raise Failed("psql session ended: %s\n  sql: %s"
+                     % (self.p.stderr.read().strip(), sql))
+
+    def close(self):
+        """End the session (its locks go with it)."""
+        if self.p.poll() is None:
+            self.p.stdin.close()
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
 
 
 class T:
@@ -151,8 +190,23 @@ class T:
     def note(self, msg):
         self.notes.append(msg)
 
-    def answered_by(self, who):
-        """Say in the test name which component produced the response."""
+    def answered_by(self, who, r):
+        """Say in the test name which component produced r, once r shows
+        it: the app answers with its own problem (it carries an instance)
+        or JSON; a web server with the sample's static problem page (no
+        instance: r.is_server_page) or a page of its own that is not
+        JSON.  "...error page": the sample's page only."""
+        ct = (r.header("Content-Type") or "").split(";")[0].strip().lower()
+        if who.startswith("the app"):
+            ok = r.is_problem or (ct == "application/json" and
+                                  not r.is_server_page)
+        elif "error page" in who:
+            ok = r.is_server_page
+        else:
+            ok = r.is_server_page or ct not in ("application/json",
+                                                "application/problem+json")
+        self.expect(ok, "said to be answered by %s, but the answer is not "
+                    "its: %s" % (who, r.describe()[:300]))
         self.suffix = " (answered by %s)" % who
 
     # --- assertions ------------------------------------------------------

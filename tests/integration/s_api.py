@@ -152,15 +152,15 @@ def reject_or_server(t, r, status, slug, before, alt=()):
     """Either the app's problem (slug, or one of alt with a note) or the
     web server's own 4xx; nothing stored either way."""
     if r.is_problem:
-        t.answered_by("the app")
+        t.answered_by("the app", r)
         doc = t.expect_problem(r, status, (slug,) + tuple(alt))
         if not doc["type"].endswith(slug):
             t.note("the app saw %s: %s passed the request on altered"
                    % (doc["type"].rsplit("/", 1)[-1], t.fixture))
             t.answered_by("the app, after %s altered the request"
-                          % t.fixture)
+                          % t.fixture, r)
     else:
-        t.answered_by(t.fixture)
+        t.answered_by(t.fixture, r)
         t.expect(400 <= r.status < 500, "expected a 4xx from %s, got %s"
                  % (t.fixture, r.status))
     t.expect_counts_unchanged(before)

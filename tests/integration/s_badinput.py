@@ -21,17 +21,10 @@ def _raw_post(t, extra_headers, body, key=None, path=PAY):
     return t.raw(head + extra_headers + b"\r\n" + body)
 
 
-def _from_app(r):
-    ct = (r.header("Content-Type") or "").split(";")[0].strip().lower()
-    return ct in ("application/problem+json", "application/json")
-
-
 def _clear_4xx(t, r, status=None, slug=None):
     """A 4xx; if it is the app's problem, it must be well-formed."""
-    if not r.is_problem and _from_app(r):
-        t.answered_by("the app")
-    elif r.is_problem:
-        t.answered_by("the app")
+    if r.is_problem:
+        t.answered_by("the app", r)
         # The slug the app gives for this input, written in the check;
         # None: the app never sees this input (the server refuses it),
         # so a problem from it is itself wrong.
@@ -39,7 +32,7 @@ def _clear_4xx(t, r, status=None, slug=None):
                  "input the web server should refuse" % r.problem_type())
         t.expect_problem(r, status or r.status, slug)
     else:
-        t.answered_by(t.fixture)
+        t.answered_by(t.fixture, r)
     if status:
         t.expect_status(r, status)
     t.expect(400 <= r.status < 500, "expected a 4xx, got %s" % r.status)
@@ -124,9 +117,9 @@ def _(t):
     assert len(body) == 2 * 1024 * 1024
     r = _raw_post(t, b"Content-Length: %d\r\n" % len(body), body)
     if r.is_problem:
-        t.answered_by("the app")
+        t.answered_by("the app", r)
     else:
-        t.answered_by(t.fixture)
+        t.answered_by(t.fixture, r)
     t.expect_problem(r, 413, "payload-too-large")
 
 

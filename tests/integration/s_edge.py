@@ -51,7 +51,7 @@ def edge(t, what):
 def server_problem(t, r, status):
     """r: the server's own status answered as problem+json from the
     sample's page, whose type resolves to the app's page of that type."""
-    t.answered_by("the web server's error page")
+    t.answered_by("the web server's error page", r)
     doc = t.expect_problem(r, status, SLUG[status])
     t.expect_eq(doc["type"], PROBLEM_BASE + SLUG[status], "problem type")
     page = t.get(doc["type"], token=NO_AUTH)
@@ -136,7 +136,7 @@ def _(t):
         t.skip("%s answers nothing before the whole body (%r): it streams "
                "the body to the app" % (t.env.fixture, e))
     if want is None:
-        t.answered_by("the app")
+        t.answered_by("the app", r)
         t.expect(400 <= r.status < 500, "a 4xx: %d" % r.status)
         t.expect_eq((r.header("Content-Type") or "").split(";")[0],
                     "application/problem+json", "Content-Type")
@@ -161,7 +161,7 @@ def _(t):
     r = t.raw(("GET /healthz HTTP/1.1\r\nHost: %s\r\nX-Odd: a\x7fb\r\n"
                "Connection: close\r\n\r\n" % t.env.host).encode())
     if want is None:
-        t.answered_by("the app")
+        t.answered_by("the app", r)
         t.expect_status(r, 200)
         t.expect_eq(r.json_or_fail().get("status"), "ok", "/healthz body")
         return
@@ -175,7 +175,7 @@ def _(t):
     r = t.raw(("GET /healthz HTTP/9.9\r\nHost: %s\r\n"
                "Connection: close\r\n\r\n" % t.env.host).encode())
     if want is None:
-        t.answered_by("the app")
+        t.answered_by("the app", r)
         t.expect_status(r, 200)
         return
     server_problem(t, r, want)

@@ -11,7 +11,8 @@ PAY = "/v1/payments"
 OK = {"amount": 100, "currency": "eur"}
 
 # stage: "pre" = rejected before the handler (no row anywhere);
-#        "server" = the web server may answer first (any 4xx, nothing kept)
+#        "server" = the web server may answer first (with its own page and
+#        the same status; nothing kept)
 
 
 def post(body=None, key=True, ctype="application/json", token=None,
@@ -172,27 +173,42 @@ CASES = [
 ]
 
 
+# What each web server answers itself, where it does not pass the request
+# on (the fixture's first word: lighttpd, nginx, apache): the status of its
+# own page.  A server not named here passes the request on to the app.
+SERVER_STATUS = {
+    "%00 in a path segment": {"lighttpd": 400, "nginx": 400, "apache": 404},
+    "a 16 KiB header": {"lighttpd": 431, "nginx": 431, "apache": 400},
+}
+
+
+def _server_says(name):
+    by = SERVER_STATUS.get(name)
+    return "" if by is None else " (or the web server's page: %s)" % \
+        ", ".join("%s %d" % (k, v) for k, v in sorted(by.items()))
+
+
 def _case(name, send, status, slug, stage):
-    @check("malformed: %s -> %s%s" % (name, status, " " + (
-        slug if isinstance(slug, str) else "/".join(slug)) if slug else ""))
+    @check("malformed: %s -> %s%s%s" % (name, status, " " + (
+        slug if isinstance(slug, str) else "/".join(slug)) if slug else "",
+        _server_says(name)))
     def _(t):
         before = t.db.counts()
         r = send(t)
-        if stage == "server" and not r.is_problem:
-            # the web server answered before the app: any clear 4xx
-            t.answered_by(t.fixture)
-            t.expect(400 <= r.status < 500, "expected a 4xx, got %s"
-                     % r.status)
+        server = SERVER_STATUS.get(name, {}).get(t.fixture.split("-")[0])
+        if stage == "server" and server is not None and not r.is_problem:
+            # the web server answered before the app: its own page, with
+            # the status it gives
+            t.answered_by(t.fixture, r)
+            t.expect_status(r, server)
         elif slug is None:
-            t.expect(400 <= r.status < 500, "expected a 4xx, got %s"
-                     % r.status)
+            t.answered_by("the app", r)
+            t.expect_status(r, status)
         else:
-            t.answered_by("the app")
+            t.answered_by("the app", r)
             t.expect_problem(r, status, slug)
-        after = t.db.counts()
-        t.expect_eq(after["payments"], before["payments"], "payments rows")
-        if stage in ("pre", "server"):
-            t.expect_counts_unchanged(before)
+        # every stage is before the handler: nothing stored at all
+        t.expect_counts_unchanged(before)
         why = t.alive()
         t.expect(why is None, "worker not alive afterwards: %s" % why)
 

@@ -101,11 +101,22 @@ def _(t):
     body = t.payment_body(description="remnew " + k)
     t.expect_status(t.post(PAY, body, key=k), 201)
     _expire(t, k)
-    _evict(t)
+    n, _ = _evict(t)
+    t.expect(n >= 1, "idemctl evict evicted %d keys" % n)
+    t.expect_eq(t.key_rows(t.a, k), [], "tenant a's record after eviction")
+    # Tenant a's trace is there and answers: without it tenant b's 201
+    # below would show nothing about isolation.
+    t.expect_eq(_traces(t, k), 1, "tenant a's traces of the key")
+    t.expect_problem(t.post(PAY, body, key=k), 410,
+                     "idempotency-key-expired")
     # Tenant b, same key and body: its own key space.
     r = t.post(PAY, body, key=k, token=t.b.secret)
     t.expect_status(r, 201)
     t.expect_not_replayed(r)
+    t.expect_eq(t.db.int("select count(*) from payments where api_key_id "
+                         "= %d and description = %s" % (t.b.id,
+                                                        q(body["description"]))),
+                1, "tenant b's payments of the body")
 
 
 @check("remember: expired but not yet evicted, the same request is 410 "

@@ -26,7 +26,7 @@ def _refused_then_once(t, label, refuse, status, slug):
     before = t.db.counts()
     r = refuse(t, k, body)
     if r.is_problem:
-        t.answered_by("the app")
+        t.answered_by("the app", r)
     t.expect_problem(r, status, slug)
     t.expect_counts_unchanged(before, "row counts after the refusal")
     t.expect_eq(len(t.key_rows(t.a, k)), 0, "records of the key")

@@ -450,6 +450,7 @@ def _(t):
     # resumes (201, not a replay), or the completer holds it (409), or the
     # completer finished first (201 replay); the completer's count must
     # match in each.
+    # either-or: the three right answers of the race above
     t.expect(r.status in (201, 409), "the client's retry answered %s"
              % r.status)
     done, left, moved = res["c"]

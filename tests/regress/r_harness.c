@@ -3,7 +3,7 @@
  * test links it: the 404 problem of an unknown route with its headers
  * retrievable in any case, request headers and the query string as the
  * handler sees them, bodies larger than a FastCGI record and than the
- * socket's buffer both ways, the 413 answered before the body, the
+ * socket's buffer both ways, the 413 refused on its announced length, the
  * harness's key as the handler's tenant, a wrong key's 401, threads
  * sharing one harness, and the harness's own errors (a bad header line,
  * a refused configuration).
@@ -19,6 +19,9 @@
 
 #define BIG	(300 * 1024)	/* over a record (64 KiB) and a socket buffer */
 
+/* How often echo ran: the 413 below must not reach it. */
+static int echo_calls;
+
 static int
 echo(idem_req *req, void *arg)
 {
@@ -27,6 +30,7 @@ echo(idem_req *req, void *arg)
 	size_t		 len;
 
 	(void)arg;
+	__atomic_add_fetch(&echo_calls, 1, __ATOMIC_SEQ_CST);
 	b = idem_req_body(req, &len);
 	/* The body first: idem_resp_body() starts the response afresh. */
 	if (idem_resp_body(req, 200, "text/plain", b, len) == -1)
@@ -92,7 +96,9 @@ main(void)
 	struct idem_test_resp	*r;
 	idem_app		*app, *bad;
 	char			 conf[256], badconf[256], err[256], tenant[32];
+	char			 auth[128];
 	char			*big;
+	int			 calls;
 	const char		*b;
 	size_t			 len;
 
@@ -160,16 +166,26 @@ main(void)
 	    "the query string reaches the handler");
 	idem_test_response_free(r);
 
-	/* Over max_body (1 MiB): answered before the body is read. */
+	/* Over max_body (1 MiB): refused on its announced length, before
+	 * the body is looked at: the problem says the limit, and the handler
+	 * never runs. */
 	free(big);
 	if ((big = malloc(2 * 1024 * 1024 + 1)) == NULL)
 		return 1;
 	memset(big, 'z', 2 * 1024 * 1024);
 	big[2 * 1024 * 1024] = '\0';
 	r = NULL;
+	calls = __atomic_load_n(&echo_calls, __ATOMIC_SEQ_CST);
 	TAP_OK(idem_test_request(t, "POST", "/echo", NULL, big, &r) == 0 &&
 	    idem_test_status(r) == 413, "a body over max_body -> 413 (%d)",
 	    r ? idem_test_status(r) : -1);
+	b = r ? idem_test_body(r, NULL) : NULL;
+	TAP_OK(b != NULL &&
+	    strstr(b, "\"type\":\"/problems/payload-too-large\"") != NULL &&
+	    strstr(b, "request body is larger than 1048576 bytes") != NULL &&
+	    __atomic_load_n(&echo_calls, __ATOMIC_SEQ_CST) == calls,
+	    "... refused on its Content-Length (the detail names the limit), "
+	    "the handler not run: %s", b ? b : "(no body)");
 	idem_test_response_free(r);
 	free(big);
 
@@ -182,8 +198,16 @@ main(void)
 	    "the harness's key authenticates: the handler's tenant is "
 	    "idem_test_tenant()");
 	idem_test_response_free(r);
-	TAP_OK(strncmp(idem_test_secret(t), "sk_", 3) == 0,
-	    "idem_test_secret() is the key's secret");
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
+	    idem_test_secret(t));
+	r = NULL;
+	TAP_OK(strncmp(idem_test_secret(t), "sk_", 3) == 0 &&
+	    idem_test_request(t, "GET", "/me", (const char *const[])
+	    { auth, NULL }, NULL, &r) == 0 && idem_test_status(r) == 200 &&
+	    strcmp(idem_test_body(r, NULL), tenant) == 0,
+	    "idem_test_secret() is the key's secret: sent by hand, it "
+	    "authenticates as idem_test_tenant()");
+	idem_test_response_free(r);
 
 	r = NULL;
 	TAP_OK(idem_test_request(t, "GET", "/me", (const char *const[])
