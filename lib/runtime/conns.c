@@ -354,6 +354,16 @@ conn_hold(struct idem_conns *cs, struct conn *c)
 
 enum conn_step { STEP_ON, STEP_WAIT, STEP_CLOSE };
 
+/* To be closed with its answer unsent: reset at close (TCP), so that
+ * neither the peer nor the kernel's send queue waits on it. */
+static void
+conn_abort(struct conn *c)
+{
+	struct linger	l = { 1, 0 };
+
+	setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+}
+
 /* Send c's answer on.  STEP_ON: all out, read on; STEP_WAIT: wait for
  * room; STEP_CLOSE: c is to be closed. */
 static enum conn_step
@@ -364,12 +374,15 @@ conn_flush(struct idem_conns *cs, struct conn *c)
 	switch (out_send(c)) {
 	case OUT_FAIL:
 		/* The peer left, or expire() shut it down. */
-		if ((late = conn_late(cs, c)) != IDEM_FCGI_MORE)
+		if ((late = conn_late(cs, c)) != IDEM_FCGI_MORE) {
 			refused(cs->app, c->fd, late);
+			conn_abort(c);
+		}
 		return STEP_CLOSE;
 	case OUT_AGAIN:
 		if (c->held_out == 0 && conn_hold(cs, c) == -1) {
 			refused(cs->app, c->fd, IDEM_FCGI_MAX_BUFFERED);
+			conn_abort(c);
 			return STEP_CLOSE;
 		}
 		return STEP_WAIT;
