@@ -26,7 +26,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import App, api_key, done, ok, wait_for, write_conf  # noqa
+from direct import (App, api_key, done, instrumented, ok,  # noqa: E402
+                    wait_for, write_conf)
 from slowpeers import (BODY, connect_unix, params, record,  # noqa: E402
                        rss_kib, timed)
 import httpc  # noqa: E402  (tests/integration, on the path via direct)
@@ -151,8 +152,11 @@ def main():
        "/v1/payments -> 201 within 100 ms throughout the flood (%d "
        "answers, worst %.1f ms)" % (len(probes), worst * 1e3), bad[:10])
     hwm = hwm_kib(pid)
-    ok(hwm < HWM_BOUND, "peak RSS (VmHWM) %d KiB < %d KiB (%d KiB before)"
-       % (hwm, HWM_BOUND, rss0))
+    # Under a sanitizer, RSS says nothing about the app itself.
+    skip = " # SKIP the app runs under a sanitizer or valgrind" \
+        if instrumented(pid) else ""
+    ok(skip or hwm < HWM_BOUND, "peak RSS (VmHWM) %d KiB < %d KiB (%d KiB "
+       "before)%s" % (hwm, HWM_BOUND, rss0, skip))
     held = metric(sock, "idem_buffered_bytes")
     ok(held is not None and 0 < held <= HELD_MAX * ANNOUNCED,
        "idem_buffered_bytes %s: at most %d bodies of 1 MiB held"
@@ -207,8 +211,9 @@ def main():
        [(round(t, 3), r and r.status) for t, r in after])
     rss1 = wait_for(lambda: rss_kib(pid) <= rss0 + 8192 and rss_kib(pid),
                     3) or rss_kib(pid)
-    ok(rss1 <= rss0 + 8192, "RSS back near its level (within 8 MiB): %d "
-       "KiB before, %d KiB at its peak, %d KiB after" % (rss0, hwm, rss1))
+    ok(skip or rss1 <= rss0 + 8192, "RSS back near its level (within 8 "
+       "MiB): %d KiB before, %d KiB at its peak, %d KiB after%s"
+       % (rss0, hwm, rss1, skip))
     ok(app.stop() == 0, "the app exits 0 on SIGTERM afterwards")
     return done()
 

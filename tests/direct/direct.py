@@ -13,10 +13,11 @@ import time
 import urllib.error
 import urllib.request
 
-# free_port is the integration harness's (re-exported for the tests here).
+# free_port and instrumented are the integration harness's (re-exported
+# for the tests here).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "integration"))
-from harness import free_port  # noqa: E402,F401
+from harness import free_port, instrumented  # noqa: E402,F401
 
 N = 0
 FAILED = 0

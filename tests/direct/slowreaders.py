@@ -151,7 +151,7 @@ def main():
         # No event asked: only a hang-up or an error (the app's reset).
         poller.register(p["s"].fileno(), 0)
         by_fd[p["s"].fileno()] = p
-    probes, held = [], 0
+    probes, held, fds_peak = [], 0, 0
     deadline = time.monotonic() + WRITE_TIMEOUT + 3
     while time.monotonic() < deadline and \
             any(p["closed"] is None for p in slow):
@@ -165,6 +165,7 @@ def main():
                 except OSError:
                     pass
         held = max(held, buffered(addr) or 0)
+        fds_peak = max(fds_peak, fds(pid))
         probes.append(("healthz", timed(addr, params("GET", "/healthz"))))
         probes.append(("create", create()))
         for fd, ev in poller.poll(50):
@@ -228,9 +229,10 @@ def main():
        % (RCVBUF, STEADY, len(data), took),
        [rid for rid, _ in got][:30])
 
-    fd1 = wait_for(lambda: fds(pid) <= fd0 and fds(pid), 5) or fds(pid)
-    ok(fd1 <= fd0, "fds back to their level: %d before, %d after"
-       % (fd0, fd1), [os.readlink("/proc/%d/fd/%s" % (pid, f))
+    # (A pool, heartbeat or janitor connection may open meanwhile.)
+    fd1 = wait_for(lambda: fds(pid) <= fd0 + 1 and fds(pid), 5) or fds(pid)
+    ok(fd1 <= fd0 + 1, "fds back to their level: %d before, %d while the "
+       "slow peers stayed, %d after" % (fd0, fds_peak, fd1), [os.readlink("/proc/%d/fd/%s" % (pid, f))
                       for f in os.listdir("/proc/%d/fd" % pid)])
     left = wait_for(lambda: buffered(addr) == 0, 5)
     ok(left, "nothing held against max_buffered afterwards "
