@@ -397,6 +397,15 @@ conn_flush(struct idem_conns *cs, struct conn *c)
 	return STEP_ON;
 }
 
+/* The reservation of a body the reader let go of (served, aborted)
+ * goes back. */
+static void
+body_settle(struct idem_conns *cs, struct conn *c)
+{
+	if (c->held_body > 0 && c->in.body.p == NULL)
+		budget_give(cs, &c->held_body);
+}
+
 /* A body announced: reserved whole, or refused (then answered 503). */
 static enum idem_fcgi_rc
 conn_admit(struct idem_conns *cs, struct conn *c)
@@ -443,7 +452,7 @@ conn_serve(struct idem_conns *cs, struct conn *c)
 		return STEP_CLOSE;
 	/* Closed once its answer is out, or read on. */
 	c->last = atomic_load(&cs->app->stopping) || !idem_fcgi_served(&c->in);
-	budget_give(cs, &c->held_body);		/* (served: freed) */
+	body_settle(cs, c);
 	if (c->last)
 		return c->out.len > 0 ? STEP_ON : STEP_CLOSE;
 	/* Answered before its body: the rest is still owed. */
@@ -467,6 +476,7 @@ conn_input(struct idem_conns *cs, struct conn *c, const char *data, size_t n,
 	rc = idem_fcgi_feed(&c->in, data, n, used, &reply);
 	ok = reply.len == 0 || out_add(c, &reply) == 0;
 	idem_buf_free(&reply);
+	body_settle(cs, c);
 	if (idem_fcgi_reason(rc) != NULL) {
 		refused(cs->app, c->fd, rc);
 		return STEP_CLOSE;

@@ -214,6 +214,26 @@ def main():
     ok(skip or rss1 <= rss0 + 8192, "RSS back near its level (within 8 "
        "MiB): %d KiB before, %d KiB at its peak, %d KiB after%s"
        % (rss0, hwm, rss1, skip))
+    # A body aborted by its web server (kept connection) gives its room
+    # back at once, its connection still open.
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(sock)
+    p = httpc.fcgi_params(params("POST", "/v1/payments", None, ANNOUNCED,
+                                 "bf-abort"))
+    s.sendall(record(httpc.FCGI_BEGIN_REQUEST, struct.pack("!HB5x", 1, 1)) +
+              record(httpc.FCGI_PARAMS, p) + record(httpc.FCGI_PARAMS, b"") +
+              record(httpc.FCGI_STDIN, b" " * 1000))
+    during = wait_for(lambda: metric(sock, "idem_buffered_bytes") ==
+                      ANNOUNCED, 5)
+    s.sendall(record(httpc.FCGI_ABORT_REQUEST, b""))
+    ended = s.recv(64)
+    after = wait_for(lambda: metric(sock, "idem_buffered_bytes") == 0, 5)
+    ok(during and len(ended) >= 16 and ended[1] == httpc.FCGI_END_REQUEST
+       and after, "a body aborted (FCGI_ABORT_REQUEST, kept connection) "
+       "held %d bytes, gives them back once ended (%s)"
+       % (ANNOUNCED, metric(sock, "idem_buffered_bytes")))
+    s.close()
     ok(app.stop() == 0, "the app exits 0 on SIGTERM afterwards")
     return done()
 
