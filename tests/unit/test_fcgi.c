@@ -144,9 +144,10 @@ static const struct {
 } feed_cases[] = {
 	{ S_GET, "a GET", IDEM_FCGI_REQUEST, 1, 0, 0 },
 	{ S_POST, "a POST with a padded body", IDEM_FCGI_REQUEST, 1, 0, 0 },
-	{ S_KEEP2, "two requests on a kept connection", IDEM_FCGI_MORE, 2, 0, 0 },
-	{ S_CRASH1, "name length 0x7ffffff0, value 16", IDEM_FCGI_PARAMS_TOO_LARGE,
-	  0, 0, 0 },
+	{ S_KEEP2, "two requests on a kept connection", IDEM_FCGI_MORE, 2, 0,
+	  0 },
+	{ S_CRASH1, "name length 0x7ffffff0, value 16",
+	  IDEM_FCGI_PARAMS_TOO_LARGE, 0, 0, 0 },
 	{ S_CRASH2, "0x40000000 + 0x40000000", IDEM_FCGI_PARAMS_TOO_LARGE, 0,
 	  0, 0 },
 	{ S_PARAMS_BIG, "params over max_params", IDEM_FCGI_PARAMS_TOO_LARGE,
@@ -171,7 +172,8 @@ static const struct {
 	  IDEM_FCGI_REQUEST, 1, 16, 0 },
 	{ S_HALF_HEADER, "half a record header", IDEM_FCGI_MORE, 0, 0, 0 },
 	{ S_HALF_BODY, "half a body", IDEM_FCGI_MORE, 0, 0, 0 },
-	{ S_ID0_PARAMS, "PARAMS of request id 0", IDEM_FCGI_MALFORMED, 0, 0, 0 },
+	{ S_ID0_PARAMS, "PARAMS of request id 0", IDEM_FCGI_MALFORMED, 0, 0,
+	  0 },
 	{ S_PAST_CL, "stdin past CONTENT_LENGTH, within max_body",
 	  IDEM_FCGI_REQUEST, 1, 0, 0 },
 	/* Refused bodies: answered at once, stdin read and dropped. */
