@@ -10,7 +10,10 @@ process; the answers waiting for the slow peers are held against
 within write_timeout + 1 s of its last read and counted in
 idem_connections_rejected_total{reason="write_timeout"}; a peer with the
 same small buffer that reads on gets all its pipelined answers, whole and
-in order; fds and the budget return to their level.  Prints TAP.  Usage:
+in order; fds and the budget return to their level.  Then 150 such peers
+not reading against max_buffered = 1MiB: what is held stays within it,
+the peers past it are reset at once (reason="max_buffered").  Prints TAP.
+Usage:
   slowreaders.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
@@ -29,7 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
 from direct import (App, api_key, done, free_port, ok, wait_for,  # noqa
                     write_conf)
-from slowpeers import BODY, fds, params, record, rejected, timed  # noqa
+from slowpeers import (BODY, connect_unix, fds, params, record,  # noqa
+                       rejected, timed)
 import httpc  # noqa: E402  (tests/integration, on the path via direct)
 
 THREADS = 4
@@ -40,6 +44,9 @@ PIPELINED = 400
 STEADY = 20            # pipelined by the peer that reads on
 RCVBUF = 4096
 BOUND = 0.100          # seconds: each answer while the slow peers stay
+CROWD = 150            # peers not reading, against
+CROWD_BUDGET = 1024 * 1024     # max_buffered (with max_body 512KiB)
+CROWD_PIPELINED = 10   # answers of 41 KB: more than a unix socket takes
 
 
 def pipelined(n, uri="/openapi.json"):
@@ -238,7 +245,50 @@ def main():
     ok(left, "nothing held against max_buffered afterwards "
        "(idem_buffered_bytes %s)" % buffered(addr))
     ok(app.stop() == 0, "the app exits 0 on SIGTERM afterwards")
+    crowd(a, tmp, secret)
     return done()
+
+
+def crowd(a, tmp, secret):
+    """Many peers not reading, a small budget: what waits for them stays
+    within max_buffered, the peers past it are reset at once.  On a unix
+    socket, whose send buffer does not grow (TCP's grows to megabytes
+    and would take every answer)."""
+    conf = os.path.join(tmp, "crowd.ini")
+    write_conf(conf, a.pghost, a.pgport,
+               "[server]\nthreads = %d\nwrite_timeout = %ds\n"
+               "max_body = 512KiB\nmax_buffered = %d\n"
+               % (THREADS, WRITE_TIMEOUT, CROWD_BUDGET))
+    addr = os.path.join(tmp, "crowd.sock")
+    app = App(a.builddir, conf, addr, os.path.join(tmp, "crowd.log"))
+    before = rejected(addr)
+    peers, held, probes = [], [], []
+    for _ in range(CROWD):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5)
+        connect_unix(s, addr, 5)
+        s.sendall(pipelined(CROWD_PIPELINED))
+        peers.append(s)
+        if len(peers) % 10 == 0:
+            held.append(buffered(addr) or 0)
+            probes.append(timed(addr, params("GET", "/healthz")))
+    counts = rejected(addr)
+    refused = counts.get("max_buffered", 0) - before.get("max_buffered", 0)
+    ok(0 < max(held) <= CROWD_BUDGET and refused > 0,
+       "%d peers not reading, max_buffered %d: at most %d held, %d reset "
+       "for want of room (reason=\"max_buffered\")"
+       % (CROWD, CROWD_BUDGET, max(held), refused), held)
+    worst = max(t for t, _ in probes)
+    ok(all(r is not None and r.status == 200 for _, r in probes) and
+       worst <= BOUND, "GET /healthz -> 200 within 100 ms meanwhile "
+       "(worst %.1f ms)" % (worst * 1e3))
+    late = wait_for(lambda: buffered(addr) == 0, WRITE_TIMEOUT + 3)
+    counts = rejected(addr)
+    ok(late and counts.get("write_timeout", 0) + refused == CROWD,
+       "write_timeout closes the others; nothing held then (%s)" % counts)
+    for s in peers:
+        s.close()
+    ok(app.stop() == 0, "that app exits 0 on SIGTERM too")
 
 
 if __name__ == "__main__":
