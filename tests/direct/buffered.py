@@ -9,7 +9,8 @@ Retry-After at once and counted (idem_bodies_refused_total); the peak RSS
 (VmHWM) stays under 48 MiB; /healthz and an authenticated create answer
 within 100 ms throughout, each measured in this one process; once
 read_timeout closes the 300, nothing is held, RSS is back near its level
-and a create succeeds.  Prints TAP.  Usage:
+and a create succeeds; a body aborted by its web server (kept connection)
+gives its room back at once.  Prints TAP.  Usage:
   buffered.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
