@@ -323,6 +323,9 @@ struct idem_cfg {
 	long long		 request_timeout_ms;	/* 30 s */
 	size_t			 max_params;		/* 64 KiB */
 	long long		 read_timeout_ms;	/* 10 s */
+	long long		 write_timeout_ms;	/* 10 s: a whole answer */
+	size_t			 max_buffered;		/* 32 MiB: bodies being
+							 * read, answers waiting */
 	char			*listen;		/* NULL */
 	char			*log_level;		/* "info" */
 	char			*problem_base;		/* "/problems/" */

@@ -176,6 +176,8 @@ struct idem_app {
 	size_t			 nwebhooks;	/* idem_app_webhook() */
 	atomic_int		 stopping;
 	atomic_int		 waiters;	/* Prefer: wait, now */
+	atomic_size_t		 buffered;	/* bytes connections hold against
+						 * [server] max_buffered (conns.c) */
 };
 
 /* app.c: everything idem_app_run() sets up before it serves (routes'
@@ -212,7 +214,7 @@ void	idem_metrics_listen_stop(idem_app *app);
  * [metrics] listen socket paused at the limit is polled again. */
 void	idem_metrics_fd_freed(idem_app *app);
 enum { IDEM_M_EVICTED, IDEM_M_RECLAIMED, IDEM_M_COMPLETED, IDEM_M_REMEMBERED,
-	IDEM_M_FORGOTTEN, IDEM_M_EVENTS_EVICTED };
+	IDEM_M_FORGOTTEN, IDEM_M_EVENTS_EVICTED, IDEM_M_BODIES_REFUSED };
 /* A webhook delivery attempt of an event of topic (dispatcher.c). */
 enum idem_event_metric {
 	IDEM_EV_DELIVERED,	/* a 2xx answer */
@@ -317,11 +319,16 @@ int	idem_req_body_check(idem_req *req);
 /* The same for the declared query parameters, before the body's. */
 int	idem_req_query_check(idem_req *req);
 
-/* request.c: answer the whole request in (read by fcgi.c), writing its
- * records on fd (blocking, bounded by the socket's SO_SNDTIMEO):
- * IDEM_RC_OK, or IDEM_RC_FAIL when they could not all be written. */
+/*
+ * request.c: answer the whole request in (read by fcgi.c), its records
+ * handed to answer(conn, out) (conns.c: sent as far as the peer takes
+ * them at once, the rest kept; it may take out's bytes, leaving out
+ * empty): what answer returns, IDEM_RC_FAIL when the connection is to be
+ * closed.
+ */
+typedef enum idem_rc (*idem_answer_fn)(void *conn, struct idem_buf *out);
 enum idem_rc idem_request_handle(idem_app *app, struct idem_fcgi *in,
-	    int fd);
+	    idem_answer_fn answer, void *conn);
 /* Free everything a request holds and give its connection back. */
 void	idem_req_release(idem_req *req);
 void	idem_resp_reset(idem_req *req);
@@ -426,11 +433,16 @@ int	idem_runtime_run(idem_app *app, const char *listen_addr);
  * set ep, one-shot, data.ptr the connection) and handed to request.c only
  * once a request is whole.  A worker's turn: accept one connection on the
  * listener l and read it (its close tells l); read a connection the set
- * woke it for.  idem_conns_expire() shuts down the connections late with their
- * request ([server] read_timeout) and returns the ms until the next
- * deadline, or -1 when none runs.  idem_conns_free() closes what is left
- * (the workers gone).  idem_conns_serve_one(): one request read from a
- * blocking fd and answered, as a worker would (the regress harness).
+ * woke it for, or written to: answers are sent without blocking too, what
+ * the peer does not take at once kept with its connection, which then
+ * waits to be writable (EPOLLOUT) and is not read meanwhile.
+ * idem_conns_expire() shuts down the connections late with their request
+ * ([server] read_timeout) or answer ([server] write_timeout) and returns
+ * the ms until it is due again (the next deadline, at most the shorter
+ * timeout).  idem_conns_free() lets answers still waiting go out for at
+ * most flush_ms, then closes what is left (the workers gone).
+ * idem_conns_serve_one(): one request read from a blocking fd and
+ * answered, as a worker would (the regress harness).
  */
 struct idem_conns;
 struct idem_listener;
@@ -438,7 +450,7 @@ struct idem_conns *idem_conns_new(idem_app *app, int ep);
 void	idem_conns_accept(struct idem_conns *cs, struct idem_listener *l);
 void	idem_conns_ready(struct idem_conns *cs, void *conn);
 long long idem_conns_expire(struct idem_conns *cs);
-void	idem_conns_free(struct idem_conns *cs);
+void	idem_conns_free(struct idem_conns *cs, long long flush_ms);
 enum idem_rc idem_conns_serve_one(idem_app *app, int fd);
 /*
  * listener.c: the FastCGI listening socket fd in the epoll set ep, armed

@@ -97,6 +97,9 @@ static const struct cfg_key cfg_keys[] = {
 	{ S_SERVER, "max_params", T_SIZE, OFF(max_params), 1024,
 	    1 * (long long)MIB, NULL },
 	{ S_SERVER, "read_timeout", T_DUR, OFF(read_timeout_ms), 0, 0, NULL },
+	{ S_SERVER, "write_timeout", T_DUR, OFF(write_timeout_ms), 0, 0, NULL },
+	{ S_SERVER, "max_buffered", T_SIZE, OFF(max_buffered), (long long)MIB,
+	    65536 * (long long)MIB, NULL },
 	{ S_SERVER, "listen", T_STR, OFF(listen), 0, 0, NULL },
 	{ S_SERVER, "log_level", T_CHOICE, OFF(log_level), 0, 0,
 	    "debug|info|warn|error" },
@@ -247,6 +250,8 @@ idem_cfg_init(struct idem_cfg *cfg)
 	cfg->request_timeout_ms = 30 * MS_SECOND;
 	cfg->max_params = 64 * 1024;
 	cfg->read_timeout_ms = 10 * MS_SECOND;
+	cfg->write_timeout_ms = 10 * MS_SECOND;
+	cfg->max_buffered = 32 * MIB;
 	/* NULL here on out of memory; idem_cfg_parse() then reports it. */
 	cfg->log_level = strdup("info");
 	cfg->prepared_statements = strdup("auto");
@@ -1127,10 +1132,23 @@ idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
 			goto out;
 	}
 
-	/* No request could ever arrive whole. */
-	if (cfg->read_timeout_ms <= 0) {
-		perr(&ps, key_line(&ps, "read_timeout"),
-		    "read_timeout must be more than 0");
+	/* No request could ever arrive whole, no answer leave. */
+	if (cfg->read_timeout_ms <= 0 || cfg->write_timeout_ms <= 0) {
+		perr(&ps, key_line(&ps, cfg->read_timeout_ms <= 0 ?
+		    "read_timeout" : "write_timeout"), "%s must be more than 0",
+		    cfg->read_timeout_ms <= 0 ? "read_timeout" :
+		    "write_timeout");
+		goto out;
+	}
+	/* A large body may take half of it (budget.h): one of max_body
+	 * must fit.  Unset, it grows with max_body. */
+	if (cfg->max_buffered / 2 < cfg->max_body &&
+	    key_line(&ps, "max_buffered") == 0)
+		cfg->max_buffered = 2 * cfg->max_body;
+	if (cfg->max_buffered / 2 < cfg->max_body) {
+		perr(&ps, key_line(&ps, "max_buffered"), "max_buffered (%zu "
+		    "bytes) must be at least twice max_body (%zu bytes)",
+		    cfg->max_buffered, cfg->max_body);
 		goto out;
 	}
 	/*

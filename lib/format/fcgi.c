@@ -44,6 +44,8 @@ static const char *const reasons[IDEM_FCGI_REJECT__COUNT] = {
 	[IDEM_FCGI_READ_TIMEOUT] = "read_timeout",
 	[IDEM_FCGI_PEER] = "peer",
 	[IDEM_FCGI_FD_LIMIT] = "fd_limit",
+	[IDEM_FCGI_WRITE_TIMEOUT] = "write_timeout",
+	[IDEM_FCGI_MAX_BUFFERED] = "max_buffered",
 };
 
 const char *
@@ -70,7 +72,7 @@ request_free(struct idem_fcgi *f)
 	f->pairs = NULL;
 	f->npairs = 0;
 	f->content_length = f->stdin_len = 0;
-	f->body_dropped = f->answered = 0;
+	f->body_dropped = f->body_refused = f->answered = 0;
 	f->scanned = 0;
 }
 
@@ -398,18 +400,18 @@ record_data(struct idem_fcgi *f, const unsigned char *p, size_t n)
 		return idem_buf_add(&f->params, p, n) == 0 ? IDEM_FCGI_MORE :
 		    IDEM_FCGI_PARAMS_TOO_LARGE;
 	case FCGI_STDIN:
+		/* More than both CONTENT_LENGTH and max_body: refused; more
+		 * than one of them, or a body not kept: read and dropped. */
 		f->stdin_len += n;
-		if (f->stdin_len <= max && !f->body_dropped)
-			return idem_buf_add(&f->body, p, n) == 0 ?
-			    IDEM_FCGI_MORE : IDEM_FCGI_BODY_TOO_LARGE;
-		/* Read and dropped only up to what was announced as too
-		 * large: request.c answers that with a 413. */
-		if (f->content_length <= max ||
-		    f->stdin_len > f->content_length)
+		if (f->stdin_len > (f->content_length > max ?
+		    f->content_length : max))
 			return IDEM_FCGI_BODY_TOO_LARGE;
-		f->body_dropped = 1;
-		idem_buf_free(&f->body);
-		return IDEM_FCGI_MORE;
+		if (f->body_dropped || f->body.len >= f->content_length)
+			return IDEM_FCGI_MORE;
+		if (n > f->content_length - f->body.len)
+			n = (size_t)(f->content_length - f->body.len);
+		return idem_buf_add(&f->body, p, n) == 0 ? IDEM_FCGI_MORE :
+		    IDEM_FCGI_BODY_TOO_LARGE;
 	default:
 		return IDEM_FCGI_MORE;		/* skipped */
 	}
@@ -458,8 +460,10 @@ record_end(struct idem_fcgi *f, struct idem_buf *reply)
 		f->content_length = content_length(idem_fcgi_param(f,
 		    "CONTENT_LENGTH"));
 		f->state = IDEM_FCGI_STDIN;
-		if (f->content_length <= f->lim.max_body)
+		if (f->content_length == 0)
 			return IDEM_FCGI_MORE;
+		if (f->content_length <= f->lim.max_body)
+			return IDEM_FCGI_BODY;	/* the caller's to admit */
 		/* Refused by its length: answered now, stdin dropped. */
 		f->body_dropped = 1;
 		return IDEM_FCGI_REQUEST;
@@ -484,6 +488,23 @@ record_end(struct idem_fcgi *f, struct idem_buf *reply)
 		    idem_buf_add(reply, unknown, 8) ? IDEM_FCGI_MALFORMED :
 		    IDEM_FCGI_MORE;
 	}
+}
+
+enum idem_fcgi_rc
+idem_fcgi_body(struct idem_fcgi *f, int admit)
+{
+	size_t	n = (size_t)f->content_length;
+
+	/* All of it at once: what arrives fills it, nothing grows. */
+	if (admit && f->body.p == NULL &&
+	    (f->body.p = malloc(n + 1)) != NULL) {
+		f->body.p[0] = '\0';
+		f->body.len = 0;
+		f->body.cap = n + 1;
+		return IDEM_FCGI_MORE;
+	}
+	f->body_dropped = f->body_refused = 1;
+	return IDEM_FCGI_REQUEST;
 }
 
 enum idem_fcgi_rc

@@ -22,6 +22,9 @@
 /* What a feed ended on.  The refusals close the connection; their order is
  * the metric's (idem_fcgi_reason()). */
 enum idem_fcgi_rc {
+	IDEM_FCGI_BODY = -4,		/* the parameters are whole and a body of
+					 * content_length bytes follows: admit
+					 * or refuse it (idem_fcgi_body()) */
 	IDEM_FCGI_CLOSE = -3,		/* the web server aborted the request and
 					 * keeps no connection: close quietly */
 	IDEM_FCGI_MORE = -2,		/* everything consumed, no request yet */
@@ -37,6 +40,11 @@ enum idem_fcgi_rc {
 					 * closed before a byte is read) */
 	IDEM_FCGI_FD_LIMIT,		/* (the listeners': a connection waiting
 					 * while no descriptor was left) */
+	IDEM_FCGI_WRITE_TIMEOUT,	/* (the runtime's: an answer not taken
+					 * whole within [server] write_timeout) */
+	IDEM_FCGI_MAX_BUFFERED,		/* (the runtime's: an answer its peer
+					 * did not take, with [server]
+					 * max_buffered held already) */
 	IDEM_FCGI_REJECT__COUNT
 };
 
@@ -45,7 +53,8 @@ const char *idem_fcgi_reason(enum idem_fcgi_rc rc);
 
 struct idem_fcgi_limits {
 	size_t		max_params;	/* bytes of one request's PARAMS stream */
-	size_t		max_body;	/* stdin kept; more is dropped only when
+	size_t		max_body;	/* stdin kept (never past CONTENT_LENGTH);
+					 * more is dropped only when
 					 * CONTENT_LENGTH says more (a 413) */
 	unsigned	max_conns;	/* FCGI_MAX_CONNS/MAX_REQS answered */
 };
@@ -81,7 +90,9 @@ struct idem_fcgi {
 	struct idem_buf		 body;		/* stdin, NUL-terminated */
 	unsigned long long	 content_length;	/* as the params say */
 	unsigned long long	 stdin_len;	/* all of it, dropped included */
-	int			 body_dropped;	/* stdin past max_body */
+	int			 body_dropped;	/* stdin past max_body, or
+						 * refused: not kept */
+	int			 body_refused;	/* idem_fcgi_body(f, 0) */
 	int			 answered;	/* early: the rest of stdin is
 						 * read and dropped */
 };
@@ -91,7 +102,9 @@ void	idem_fcgi_init(struct idem_fcgi *f, const struct idem_fcgi_limits *lim);
  * Consume up to n bytes of the connection.  Stops right after a request is
  * whole (IDEM_FCGI_REQUEST, *used says how far; its parameters, when
  * CONTENT_LENGTH is over max_body: that is answered without the body),
- * or with a refusal; else
+ * right after the parameters of a request announcing a body within
+ * max_body (IDEM_FCGI_BODY: the caller decides with idem_fcgi_body()
+ * before it feeds on), or with a refusal; else
  * consumes everything (IDEM_FCGI_MORE).  Records the application must
  * answer at once (GET_VALUES, an unknown type, an aborted request's
  * END_REQUEST, the refusal of a role or of multiplexing) are appended to
@@ -99,6 +112,14 @@ void	idem_fcgi_init(struct idem_fcgi *f, const struct idem_fcgi_limits *lim);
  */
 enum idem_fcgi_rc idem_fcgi_feed(struct idem_fcgi *f, const void *p,
 	    size_t n, size_t *used, struct idem_buf *reply);
+/*
+ * After IDEM_FCGI_BODY: admit (room for content_length bytes is made at
+ * once; IDEM_FCGI_MORE, feed on) or refuse the body (also when that room
+ * cannot be had): the request is then whole without it (IDEM_FCGI_REQUEST,
+ * body_refused set; answered early, its stdin read and dropped as for a
+ * CONTENT_LENGTH over max_body).
+ */
+enum idem_fcgi_rc idem_fcgi_body(struct idem_fcgi *f, int admit);
 /* After IDEM_FCGI_REQUEST: a parameter's value (the first of that name), or
  * NULL; how many are called name. */
 const char *idem_fcgi_param(const struct idem_fcgi *f, const char *name);

@@ -75,6 +75,7 @@ struct idem_metrics {
 	atomic_ullong	 fds_freed;	/* idem_metrics_fd_freed() calls */
 	struct hist	 event_latency;
 	atomic_ullong	 events_evicted;
+	atomic_ullong	 bodies_refused;	/* over [server] max_buffered */
 	pthread_mutex_t	 topics_mu;	/* adding one; counting is atomic */
 	atomic_size_t	 ntopics;
 	struct topic	 topics[TOPICS_MAX + 1];	/* [TOPICS_MAX]: other */
@@ -195,6 +196,7 @@ idem_metrics_add(idem_app *app, int which, long n)
 	    which == IDEM_M_REMEMBERED ? &app->metrics->remembered :
 	    which == IDEM_M_FORGOTTEN ? &app->metrics->forgotten :
 	    which == IDEM_M_EVENTS_EVICTED ? &app->metrics->events_evicted :
+	    which == IDEM_M_BODIES_REFUSED ? &app->metrics->bodies_refused :
 	    &app->metrics->completed, (unsigned long long)n);
 }
 
@@ -335,10 +337,12 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	}
 	idem_buf_adds(b, "# HELP idem_connections_rejected_total FastCGI "
 	    "connections closed for their input (malformed, over a limit), "
-	    "for a request not whole within read_timeout, or for a peer not "
-	    "allowed (peer; metrics_peer: on [metrics] listen); fd_limit: "
-	    "times a listener found a connection waiting and no descriptor "
-	    "left (it waits in the backlog).\n"
+	    "for a request not whole within read_timeout, for a peer not "
+	    "allowed (peer; metrics_peer: on [metrics] listen), for an "
+	    "answer not taken within write_timeout, or not taken with "
+	    "max_buffered held (max_buffered); fd_limit: times a listener "
+	    "found a connection waiting and no descriptor left (it waits in "
+	    "the backlog).\n"
 	    "# TYPE idem_connections_rejected_total counter\n");
 	for (i = 0; i < IDEM_FCGI_REJECT__COUNT; i++)
 		idem_buf_addf(b, "idem_connections_rejected_total{reason=\"%s\"} "
@@ -359,6 +363,15 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	    atomic_load(&app->waiters));
 	idem_buf_addf(b, "idem_connections_rejected_total{reason="
 	    "\"metrics_peer\"} %llu\n", atomic_load(&m->metrics_refused));
+	idem_buf_addf(b, "# HELP idem_buffered_bytes Bytes of request bodies "
+	    "being received and answers waiting for their peer, held now "
+	    "(at most [server] max_buffered).\n# TYPE idem_buffered_bytes "
+	    "gauge\nidem_buffered_bytes %zu\n", atomic_load(&app->buffered));
+	idem_buf_addf(b, "# HELP idem_bodies_refused_total Requests answered "
+	    "503 before their body because holding it would pass [server] "
+	    "max_buffered.\n# TYPE idem_bodies_refused_total counter\n"
+	    "idem_bodies_refused_total %llu\n",
+	    atomic_load(&m->bodies_refused));
 	idem_buf_addf(b, "# HELP idem_keys_evicted_total Expired keys "
 	    "evicted by this process.\n# TYPE idem_keys_evicted_total counter\n"
 	    "idem_keys_evicted_total %llu\n", atomic_load(&m->evicted));

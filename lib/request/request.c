@@ -121,6 +121,12 @@ prepare(idem_req *req)
 		    (unsigned long)cfg->max_body);
 		return -1;
 	}
+	if (req->in->body_refused) {
+		/* The process holds what [server] max_buffered allows. */
+		idem_resp_problem(req, IDEM_P_UNAVAILABLE,
+		    "too many request bodies are being received; retry later");
+		return -1;
+	}
 
 	mt = idem_router_match(&req->app->router, req->method, req->path,
 	    &req->route, &req->params, allow, sizeof(allow));
@@ -247,40 +253,24 @@ run_plain(idem_req *req)
 	}
 }
 
-/* The whole response in one write where the socket takes it. */
+/* The response as STDOUT records and END_REQUEST, handed to answer. */
 static enum idem_rc
-send_records(int fd, const char *p, size_t n)
-{
-	ssize_t	k;
-
-	while (n > 0) {
-		if ((k = write(fd, p, n)) == -1 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return IDEM_RC_FAIL;	/* gone, or SO_SNDTIMEO */
-		p += k;
-		n -= (size_t)k;
-	}
-	return IDEM_RC_OK;
-}
-
-/* The response as STDOUT records and END_REQUEST, written on fd. */
-static enum idem_rc
-respond(idem_req *req, int fd)
+respond(idem_req *req, idem_answer_fn answer, void *conn)
 {
 	struct idem_buf	 cgi = { 0 }, out = { 0 };
 	enum idem_rc	 rc = IDEM_RC_FAIL;
 
 	if (idem_resp_write(req, &cgi) == 0 &&
 	    idem_fcgi_response(&out, req->in->req_id, cgi.p, cgi.len) == 0)
-		rc = send_records(fd, out.p, out.len);
+		rc = answer(conn, &out);
 	idem_buf_free(&cgi);
 	idem_buf_free(&out);
 	return rc;
 }
 
 enum idem_rc
-idem_request_handle(idem_app *app, struct idem_fcgi *in, int fd)
+idem_request_handle(idem_app *app, struct idem_fcgi *in,
+    idem_answer_fn answer, void *conn)
 {
 	idem_req	 req;
 	long long	 t0 = idem_now_us();
@@ -310,7 +300,7 @@ idem_request_handle(idem_app *app, struct idem_fcgi *in, int fd)
 	/* Counted before the client can read the answer and scrape. */
 	idem_metrics_request(app, &req, (double)(idem_now_us() - t0) / 1e6);
 	/* The client is answered before a pending ROLLBACK is drained. */
-	rc = respond(&req, fd);
+	rc = respond(&req, answer, conn);
 	idem_req_conn_release(&req);
 	idem_log_request(&req, idem_now_us() - t0);
 	idem_req_release(&req);

@@ -209,14 +209,12 @@ idem_runtime_run(idem_app *app, const char *addr)
 
 	/*
 	 * The janitor has its own thread: this one waits for a stop and
-	 * closes late connections meanwhile.  With no deadline running it
-	 * sleeps one read_timeout: a connection queued meanwhile is due
-	 * later than that.
+	 * closes late connections meanwhile, sleeping until the next
+	 * deadline (at most the shorter of read_timeout and write_timeout:
+	 * a connection queued meanwhile is due later than that).
 	 */
 	do {
 		wait_ms = idem_conns_expire(rt.conns);
-		if (wait_ms < 0)
-			wait_ms = app->cfg.read_timeout_ms;
 		tick.tv_sec = wait_ms / 1000;
 		tick.tv_nsec = (wait_ms % 1000) * 1000000 + 1000000;
 		if (tick.tv_nsec >= 1000000000) {
@@ -269,8 +267,10 @@ idem_runtime_run(idem_app *app, const char *addr)
 	free(th);
 	idem_heartbeat_stop(app->heartbeat);
 	app->heartbeat = NULL;
-	/* Idle kept-alive or half-read connections carry no request. */
-	idem_conns_free(rt.conns);
+	/* Idle kept-alive or half-read connections carry no request;
+	 * answers still waiting for their peer get what is left of the
+	 * drain. */
+	idem_conns_free(rt.conns, (dl.tv_sec - time(NULL)) * 1000);
 	idem_listener_free(rt.lst);
 	close(rt.stop_fd);
 	close(rt.ep);

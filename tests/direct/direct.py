@@ -6,16 +6,18 @@ a [metrics] listen socket."""
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 
-# free_port is the integration harness's (re-exported for the tests here).
+# free_port and instrumented are the integration harness's (re-exported
+# for the tests here).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "integration"))
-from harness import free_port  # noqa: E402,F401
+from harness import free_port, instrumented  # noqa: E402,F401
 
 N = 0
 FAILED = 0
@@ -69,7 +71,8 @@ def api_key(builddir, srcdir, conf, name):
 
 
 class App:
-    """payments.fcgi listening on a unix socket of its own."""
+    """payments.fcgi listening on a unix socket of its own (or on
+    HOST:PORT)."""
 
     def __init__(self, builddir, conf, sock, logpath):
         self.sock = sock
@@ -78,7 +81,7 @@ class App:
             [os.path.join(builddir, "apps/payments/payments.fcgi"), "-c",
              conf, "-l", sock], stderr=self.log)
         deadline = time.time() + 10
-        while not os.path.exists(sock) and time.time() < deadline:
+        while not listening(sock) and time.time() < deadline:
             if self.proc.poll() is not None:
                 break
             time.sleep(0.05)
@@ -115,6 +118,18 @@ class App:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             return None
+
+
+def listening(addr):
+    """Does a unix socket file, or a HOST:PORT, take connections yet?"""
+    if addr.startswith("/"):
+        return os.path.exists(addr)
+    host, _, port = addr.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+        return True
+    except OSError:
+        return False
 
 
 def wait_for(cond, timeout, step=0.05):

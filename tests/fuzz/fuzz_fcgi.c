@@ -9,7 +9,8 @@
  * tests/fuzz/regression/fcgi can be sent to a running app as it is); its
  * size chooses a chunk size (1..32) for the second run.  Properties (abort() on violation): the outcome
  * (results, requests, bytes answered) is the same fed at once and in
- * chunks; a kept body is at most max_body bytes and NUL-terminated; no
+ * chunks; a kept body is at most max_body bytes (and CONTENT_LENGTH) and
+ * NUL-terminated, none when refused; no
  * parameter is longer than the params limit allows; what the reader
  * answers at once is whole records; nothing leaks.  Small limits
  * (max_params 2 KiB, max_body 512) keep the interesting edges close.
@@ -68,9 +69,12 @@ request(struct idem_fcgi *f, struct outcome *o)
 	size_t		 i, j;
 
 	o->requests++;
-	if (f->body.len > lim.max_body ||
+	if (f->body.len > lim.max_body || f->body.len > f->content_length ||
 	    (f->body.p != NULL && f->body.p[f->body.len] != '\0'))
-		fail("body over max_body, or not NUL-terminated");
+		fail("body over max_body or CONTENT_LENGTH, or not "
+		    "NUL-terminated");
+	if (f->body_refused && f->body.len > 0)
+		fail("a refused body kept");
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		if ((v = idem_fcgi_param(f, names[i])) == NULL)
 			continue;
@@ -105,6 +109,9 @@ connection(const uint8_t *data, size_t size, size_t step, struct outcome *o)
 		check_reply(&r);
 		o->replied += r.len;
 		idem_buf_reset(&r);
+		/* Bodies admitted and refused in turn, as a full budget would. */
+		if (rc == IDEM_FCGI_BODY)
+			rc = idem_fcgi_body(&f, o->requests % 2 == 0);
 		if (rc == IDEM_FCGI_REQUEST) {
 			request(&f, o);
 			if (!idem_fcgi_served(&f))

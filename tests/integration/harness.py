@@ -343,6 +343,17 @@ def run_checks(env, only=None, out=sys.stdout):
     return passed, failed, skipped
 
 
+def instrumented(pid):
+    """Under a sanitizer or valgrind, RSS says nothing about the app
+    itself."""
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            maps = f.read()
+    except OSError:
+        return False
+    return any(s in maps for s in ("libasan", "libtsan", "vgpreload"))
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     s = socket.socket()

@@ -9,7 +9,7 @@ import json
 import os
 import time
 
-from harness import check
+from harness import check, instrumented
 from env import NO_AUTH
 
 PAY = "/v1/payments"
@@ -153,16 +153,6 @@ def _rss_kib(pid, field):
     return None
 
 
-def _instrumented(pid):
-    """Under a sanitizer, RSS says nothing about the app itself."""
-    try:
-        with open("/proc/%d/maps" % pid) as f:
-            maps = f.read()
-    except OSError:
-        return False
-    return any(s in maps for s in ("libasan", "libtsan", "vgpreload"))
-
-
 def _reset_hwm(pid):
     """Peak RSS := current RSS (Linux: "5" to clear_refs); False if not."""
     try:
@@ -180,7 +170,7 @@ def _(t):
     pids = t.pids()
     if not pids:
         t.skip("no payments.fcgi process found (a wrapper in front?)")
-    if any(_instrumented(p) for p in pids):
+    if any(instrumented(p) for p in pids):
         t.skip("the app runs under a sanitizer or valgrind")
     # The peak of this sequence, not of the suite's earlier scenarios.
     before = {}

@@ -116,6 +116,8 @@ test_defaults(void)
 	TAP_OK(cfg.request_timeout_ms == 30000, "default request_timeout 30s");
 	TAP_OK(cfg.max_params == 65536, "default max_params 64 KiB");
 	TAP_OK(cfg.read_timeout_ms == 10000, "default read_timeout 10s");
+	TAP_OK(cfg.write_timeout_ms == 10000, "default write_timeout 10s");
+	TAP_OK(cfg.max_buffered == 32 * 1048576, "default max_buffered 32 MiB");
 	TAP_OK(cfg.socket_mode == 0660 && cfg.metrics_socket_mode == 0660 &&
 	    cfg.socket_group == NULL && cfg.allow == NULL &&
 	    cfg.metrics_allow_uid == NULL,
@@ -321,6 +323,25 @@ test_errors(void)
 	BAD("[server]\nread_timeout = 0\n", 2, "read_timeout must be a "
 	    "duration");
 	BAD("[server]\nread_timeout = 0ms\n", 2, "read_timeout");
+	BAD("[server]\nwrite_timeout = 0\n", 2, "write_timeout must be a "
+	    "duration");
+	BAD("[server]\nwrite_timeout = 10 s\n", 2, "write_timeout");
+	BAD("[server]\nmax_buffered = 1023KiB\n", 2, "max_buffered must be a "
+	    "size");
+	BAD("[server]\nmax_buffered = 65537MiB\n", 2, "max_buffered");
+	BAD("[server]\nmax_buffered = 32 MiB\n", 2, "max_buffered");
+	BAD("[server]\nmax_buffered = 1MiB\n", 2, "max_buffered (1048576 "
+	    "bytes) must be at least twice max_body (1048576 bytes)");
+	BAD("[server]\nmax_body = 17MiB\nmax_buffered = 32MiB\n", 3,
+	    "at least twice max_body");
+	GOOD("[server]\nmax_body = 17MiB\n");
+	TAP_OK(cfg.max_buffered == 34 * 1048576, "max_buffered unset: twice "
+	    "a max_body over 16MiB");
+	GOOD("[server]\nmax_body = 64MiB\nmax_buffered = 128MiB\n"
+	    "write_timeout = 1500ms\n");
+	TAP_OK(cfg.max_body == 64 * 1048576 && cfg.max_buffered ==
+	    128 * 1048576 && cfg.write_timeout_ms == 1500,
+	    "max_body 64MiB, max_buffered 128MiB, write_timeout 1500ms");
 	GOOD("[server]\nmax_params = 1KiB\nread_timeout = 250ms\n");
 	TAP_OK(cfg.max_params == 1024 && cfg.read_timeout_ms == 250,
 	    "max_params 1KiB, read_timeout 250ms");

@@ -132,7 +132,7 @@ test_pairs(void)
 enum stream { S_GET, S_POST, S_KEEP2, S_CRASH1, S_CRASH2, S_PARAMS_BIG,
 	S_BODY_OVER, S_CL_OVER, S_ROLE, S_MPX, S_VERSION, S_STDIN_FIRST,
 	S_STDOUT_IN, S_GET_VALUES, S_UNKNOWN, S_ABORT, S_ABORT_KEEP,
-	S_HALF_HEADER, S_HALF_BODY, S_ID0_PARAMS };
+	S_HALF_HEADER, S_HALF_BODY, S_ID0_PARAMS, S_PAST_CL, S_KEEP_POST };
 
 static const struct {
 	enum stream		 s;
@@ -140,37 +140,50 @@ static const struct {
 	enum idem_fcgi_rc	 rc;		/* of the last feed */
 	int			 requests;	/* whole requests before it */
 	size_t			 reply;		/* bytes answered at once */
+	int			 refuse;	/* bodies refused (budget) */
 } feed_cases[] = {
-	{ S_GET, "a GET", IDEM_FCGI_REQUEST, 1, 0 },
-	{ S_POST, "a POST with a padded body", IDEM_FCGI_REQUEST, 1, 0 },
-	{ S_KEEP2, "two requests on a kept connection", IDEM_FCGI_MORE, 2, 0 },
-	{ S_CRASH1, "name length 0x7ffffff0, value 16", IDEM_FCGI_PARAMS_TOO_LARGE,
-	  0, 0 },
+	{ S_GET, "a GET", IDEM_FCGI_REQUEST, 1, 0, 0 },
+	{ S_POST, "a POST with a padded body", IDEM_FCGI_REQUEST, 1, 0, 0 },
+	{ S_KEEP2, "two requests on a kept connection", IDEM_FCGI_MORE, 2, 0,
+	  0 },
+	{ S_CRASH1, "name length 0x7ffffff0, value 16",
+	  IDEM_FCGI_PARAMS_TOO_LARGE, 0, 0, 0 },
 	{ S_CRASH2, "0x40000000 + 0x40000000", IDEM_FCGI_PARAMS_TOO_LARGE, 0,
-	  0 },
-	{ S_PARAMS_BIG, "params over max_params", IDEM_FCGI_PARAMS_TOO_LARGE,
 	  0, 0 },
+	{ S_PARAMS_BIG, "params over max_params", IDEM_FCGI_PARAMS_TOO_LARGE,
+	  0, 0, 0 },
 	{ S_BODY_OVER, "stdin over max_body, CONTENT_LENGTH small",
-	  IDEM_FCGI_BODY_TOO_LARGE, 0, 0 },
+	  IDEM_FCGI_BODY_TOO_LARGE, 0, 0, 0 },
 	{ S_CL_OVER, "CONTENT_LENGTH over max_body: answered early, stdin "
-	  "dropped", IDEM_FCGI_CLOSE, 1, 0 },
-	{ S_ROLE, "the authorizer role", IDEM_FCGI_UNSUPPORTED_ROLE, 0, 16 },
+	  "dropped", IDEM_FCGI_CLOSE, 1, 0, 0 },
+	{ S_ROLE, "the authorizer role", IDEM_FCGI_UNSUPPORTED_ROLE, 0, 16, 0 },
 	{ S_MPX, "a second BEGIN_REQUEST meanwhile", IDEM_FCGI_MULTIPLEXED, 0,
-	  16 },
-	{ S_VERSION, "version 2", IDEM_FCGI_MALFORMED, 0, 0 },
+	  16, 0 },
+	{ S_VERSION, "version 2", IDEM_FCGI_MALFORMED, 0, 0, 0 },
 	{ S_STDIN_FIRST, "STDIN before the params end", IDEM_FCGI_MALFORMED, 0,
-	  0 },
+	  0, 0 },
 	{ S_STDOUT_IN, "a STDOUT record from the web server",
-	  IDEM_FCGI_MALFORMED, 0, 0 },
+	  IDEM_FCGI_MALFORMED, 0, 0, 0 },
 	{ S_GET_VALUES, "GET_VALUES", IDEM_FCGI_MORE, 0, 8 + 2 + 14 + 1 +
-	  2 + 15 + 1 },
-	{ S_UNKNOWN, "an unknown record type", IDEM_FCGI_MORE, 0, 16 },
-	{ S_ABORT, "ABORT_REQUEST mid-params", IDEM_FCGI_CLOSE, 0, 16 },
+	  2 + 15 + 1, 0 },
+	{ S_UNKNOWN, "an unknown record type", IDEM_FCGI_MORE, 0, 16, 0 },
+	{ S_ABORT, "ABORT_REQUEST mid-params", IDEM_FCGI_CLOSE, 0, 16, 0 },
 	{ S_ABORT_KEEP, "ABORT_REQUEST (keep_conn), then a GET",
-	  IDEM_FCGI_REQUEST, 1, 16 },
-	{ S_HALF_HEADER, "half a record header", IDEM_FCGI_MORE, 0, 0 },
-	{ S_HALF_BODY, "half a body", IDEM_FCGI_MORE, 0, 0 },
-	{ S_ID0_PARAMS, "PARAMS of request id 0", IDEM_FCGI_MALFORMED, 0, 0 },
+	  IDEM_FCGI_REQUEST, 1, 16, 0 },
+	{ S_HALF_HEADER, "half a record header", IDEM_FCGI_MORE, 0, 0, 0 },
+	{ S_HALF_BODY, "half a body", IDEM_FCGI_MORE, 0, 0, 0 },
+	{ S_ID0_PARAMS, "PARAMS of request id 0", IDEM_FCGI_MALFORMED, 0, 0,
+	  0 },
+	{ S_PAST_CL, "stdin past CONTENT_LENGTH, within max_body",
+	  IDEM_FCGI_REQUEST, 1, 0, 0 },
+	/* Refused bodies: answered at once, stdin read and dropped. */
+	{ S_POST, "a POST, its body refused: answered early, stdin dropped",
+	  IDEM_FCGI_CLOSE, 1, 0, 1 },
+	{ S_KEEP_POST, "a POST, its body refused, kept alive: then a GET",
+	  IDEM_FCGI_MORE, 2, 0, 1 },
+	{ S_BODY_OVER, "stdin over max_body, its body refused",
+	  IDEM_FCGI_BODY_TOO_LARGE, 1, 0, 1 },
+	{ S_HALF_BODY, "half a body refused", IDEM_FCGI_MORE, 1, 0, 1 },
 };
 
 static const struct idem_fcgi_limits lim = { 1024, 64, 4 };
@@ -281,6 +294,21 @@ build(enum stream s, struct idem_buf *b)
 		begin(b, 1, 1, 0);
 		rec(b, 4, 0, p.p, p.len, 0);
 		break;
+	case S_PAST_CL:
+		pair(&p, "CONTENT_LENGTH", "5");
+		head(b, 1, 0, &p);
+		rec(b, 5, 1, body, 60, 0);
+		rec(b, 5, 1, "", 0, 0);
+		break;
+	case S_KEEP_POST:
+		pair(&big, "REQUEST_METHOD", "GET");
+		pair(&p, "CONTENT_LENGTH", "40");
+		head(b, 1, 1, &p);
+		rec(b, 5, 1, body, 40, 0);
+		rec(b, 5, 1, "", 0, 0);
+		head(b, 2, 1, &big);
+		rec(b, 5, 2, "", 0, 0);
+		break;
 	}
 	idem_buf_free(&p);
 	idem_buf_free(&big);
@@ -293,7 +321,8 @@ build(enum stream s, struct idem_buf *b)
  * closed), the GET requests seen, the bytes answered at once.
  */
 static enum idem_fcgi_rc
-run(const struct idem_buf *b, size_t step, int *requests, size_t *reply)
+run(const struct idem_buf *b, size_t step, int refuse, int *requests,
+    size_t *reply)
 {
 	struct idem_fcgi	 f;
 	struct idem_buf		 r = { 0 };
@@ -307,10 +336,18 @@ run(const struct idem_buf *b, size_t step, int *requests, size_t *reply)
 		n = step == 0 || step > b->len - off ? b->len - off : step;
 		rc = idem_fcgi_feed(&f, b->p + off, n, &used, &r);
 		off += used;
+		if (rc == IDEM_FCGI_BODY)
+			rc = idem_fcgi_body(&f, !refuse);
 		if (rc == IDEM_FCGI_REQUEST) {
 			m = idem_fcgi_param(&f, "REQUEST_METHOD");
 			if (m != NULL && strcmp(m, "GET") == 0)
 				(*requests)++;
+			/* A body is kept whole, never past CONTENT_LENGTH,
+			 * or not at all. */
+			if (f.body.len > f.content_length ||
+			    (f.body_refused && f.body.len > 0) ||
+			    (!f.body_dropped && f.body.len != f.content_length))
+				(*requests) += 100;
 			if (!idem_fcgi_served(&f))
 				break;
 			rc = IDEM_FCGI_MORE;
@@ -334,14 +371,14 @@ test_feed(void)
 	for (i = 0; i < sizeof(feed_cases) / sizeof(feed_cases[0]); i++) {
 		memset(&b, 0, sizeof(b));
 		build(feed_cases[i].s, &b);
-		rc = run(&b, 0, &reqs, &reply);
+		rc = run(&b, 0, feed_cases[i].refuse, &reqs, &reply);
 		TAP_OK(rc == feed_cases[i].rc && reqs ==
 		    feed_cases[i].requests && reply == feed_cases[i].reply,
 		    "feed: %s -> rc %d, %d requests, %zu bytes answered "
 		    "(got %d, %d, %zu)", feed_cases[i].name,
 		    feed_cases[i].rc, feed_cases[i].requests,
 		    feed_cases[i].reply, rc, reqs, reply);
-		rc1 = run(&b, 1, &reqs1, &reply1);
+		rc1 = run(&b, 1, feed_cases[i].refuse, &reqs1, &reply1);
 		TAP_OK(rc1 == rc && reqs1 == reqs && reply1 == reply,
 		    "feed: %s, byte by byte: the same", feed_cases[i].name);
 		idem_buf_free(&b);
@@ -353,7 +390,7 @@ test_values(void)
 {
 	struct idem_fcgi	 f;
 	struct idem_buf		 b = { 0 }, p = { 0 }, r = { 0 };
-	size_t			 used;
+	size_t			 used, off;
 	enum idem_fcgi_rc	 rc;
 
 	pair(&p, "HTTP_IDEMPOTENCY_KEY", "a");
@@ -365,8 +402,16 @@ test_values(void)
 	rec(&b, 5, 7, "", 0, 0);
 	idem_fcgi_init(&f, &lim);
 	rc = idem_fcgi_feed(&f, b.p, b.len, &used, &r);
-	TAP_OK(rc == IDEM_FCGI_REQUEST && used == b.len && f.req_id == 7 &&
-	    f.keep_conn == 1, "a request: whole, id 7, kept alive");
+	TAP_OK(rc == IDEM_FCGI_BODY && f.content_length == 5 &&
+	    f.body.p == NULL, "the parameters whole: a body of 5 to admit, "
+	    "nothing kept yet");
+	TAP_OK(idem_fcgi_body(&f, 1) == IDEM_FCGI_MORE && f.body.cap == 6,
+	    "admitted: room for all of it at once");
+	off = used;
+	rc = idem_fcgi_feed(&f, b.p + off, b.len - off, &used, &r);
+	TAP_OK(rc == IDEM_FCGI_REQUEST && off + used == b.len &&
+	    f.req_id == 7 && f.keep_conn == 1 && f.body.cap == 6,
+	    "a request: whole, id 7, kept alive, its body where it was put");
 	TAP_STREQ(idem_fcgi_param(&f, "HTTP_IDEMPOTENCY_KEY"), "a",
 	    "the first of a repeated parameter");
 	TAP_OK(idem_fcgi_param_count(&f, "HTTP_IDEMPOTENCY_KEY") == 2,
@@ -377,7 +422,9 @@ test_values(void)
 	    f.npairs == 0 && f.body.p == NULL,
 	    "served, kept alive: nothing of it is held");
 	rc = idem_fcgi_feed(&f, b.p, b.len, &used, &r);
-	TAP_OK(rc == IDEM_FCGI_REQUEST, "the next request on it");
+	TAP_OK(rc == IDEM_FCGI_BODY && idem_fcgi_body(&f, 0) ==
+	    IDEM_FCGI_REQUEST && f.body_refused && f.body.p == NULL,
+	    "the next request on it, its body refused: whole without it");
 	idem_fcgi_free(&f);
 	idem_buf_free(&b);
 	idem_buf_free(&p);
