@@ -174,6 +174,13 @@ struct idem_app {
 	size_t			 nwebhooks;	/* idem_app_webhook() */
 	atomic_int		 stopping;
 	atomic_int		 waiters;	/* Prefer: wait, now */
+	atomic_int		 owners;	/* idempotent handlers, now */
+	/* Each waiter's tenant, in the slot it holds (idempotency.c). */
+	pthread_mutex_t		 waiting_mu;
+	struct idem_waiting {
+		int		 used;
+		int64_t		 tenant;
+	}			 waiting[IDEM_WAITERS_MAX];
 };
 
 /* app.c: everything idem_app_run() sets up before it serves (routes'
@@ -196,6 +203,8 @@ enum idem_wait_outcome {
 	IDEM_WAIT_OTHER,	/* executed itself, or an error */
 	IDEM_WAIT_TIMEOUT,	/* still in flight after the wait: 409 */
 	IDEM_WAIT_REFUSED,	/* max_waiters already waiting: 409 at once */
+	IDEM_WAIT_REFUSED_TENANT, /* max_waiters_per_tenant of its tenant */
+	IDEM_WAIT_REFUSED_WORKER, /* it would leave no worker free */
 	IDEM_WAIT__COUNT
 };
 void	idem_metrics_wait(idem_app *app, enum idem_wait_outcome o);
