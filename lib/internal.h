@@ -221,8 +221,9 @@ enum idem_wait_admission {
 };
 
 /* May one more duplicate wait?  Refused unless, with it, waiters plus
- * owners stay below threads (a worker stays free for everything else),
- * and both waiter bounds hold; checked in the order of the enum. */
+ * owners stay below threads (a worker stays free for everything else;
+ * threads = 1 exempt), and both waiter bounds hold; checked in the order
+ * of the enum. */
 enum idem_wait_admission idem_wait_admit(const struct idem_wait_load *l);
 
 /* --- clock.c ------------------------------------------------------------ */

@@ -131,8 +131,12 @@ enum idem_wait_admission
 idem_wait_admit(const struct idem_wait_load *l)
 {
 	/* A waiter and an owner each hold a worker until the owner ends;
-	 * with this one, at least one worker must stay free. */
-	if ((unsigned long long)l->waiters + l->owners + 1 >= l->threads)
+	 * with this one, at least one worker must stay free.  Not with one
+	 * thread: such a process takes one request at a time from a server
+	 * that spreads them over processes (mod_fcgid), and its owner is in
+	 * another one. */
+	if (l->threads > 1 &&
+	    (unsigned long long)l->waiters + l->owners + 1 >= l->threads)
 		return IDEM_ADMIT_NO_WORKER;
 	if (l->waiters >= l->max_waiters)
 		return IDEM_ADMIT_PROCESS_FULL;

@@ -72,10 +72,16 @@ static const struct {
 	{ { 8, 8, 8, 0, 0, 6 },		IDEM_ADMIT_WAIT },
 	{ { 8, 8, 8, 3, 0, 3 },		IDEM_ADMIT_WAIT },
 	{ { 8, 8, 8, 4, 0, 3 },		IDEM_ADMIT_NO_WORKER },
-	/* One thread, or two with an owner: never. */
-	{ { 1, 4, 2, 0, 0, 0 },		IDEM_ADMIT_NO_WORKER },
+	/* Two threads with an owner: never. */
 	{ { 2, 4, 2, 0, 0, 1 },		IDEM_ADMIT_NO_WORKER },
+	{ { 2, 4, 2, 1, 1, 0 },		IDEM_ADMIT_NO_WORKER },
 	{ { 2, 4, 2, 0, 0, 0 },		IDEM_ADMIT_WAIT },
+	/* One thread (one request per process, mod_fcgid): its owner is
+	 * in another process; only the waiter bounds apply. */
+	{ { 1, 4, 2, 0, 0, 0 },		IDEM_ADMIT_WAIT },
+	{ { 1, 4, 2, 4, 0, 0 },		IDEM_ADMIT_PROCESS_FULL },
+	{ { 1, 4, 1, 1, 1, 0 },		IDEM_ADMIT_TENANT_FULL },
+	{ { 1, 0, 2, 0, 0, 0 },		IDEM_ADMIT_PROCESS_FULL },
 	/* max_waiters, below the worker bound. */
 	{ { 16, 4, 4, 3, 0, 1 },	IDEM_ADMIT_WAIT },
 	{ { 16, 4, 4, 4, 0, 1 },	IDEM_ADMIT_PROCESS_FULL },
