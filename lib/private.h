@@ -174,7 +174,9 @@ struct idem_app {
 	size_t			 nwebhooks;	/* idem_app_webhook() */
 	atomic_int		 stopping;
 	atomic_int		 waiters;	/* Prefer: wait, now */
-	atomic_int		 owners;	/* idempotent handlers, now */
+	/* Owners in flight: requests running an idempotent route's handler,
+	 * from their claim to their stored answer (idempotency.c). */
+	atomic_int		 owners;
 	/* Each waiter's tenant, in the slot it holds (idempotency.c). */
 	pthread_mutex_t		 waiting_mu;
 	struct idem_waiting {

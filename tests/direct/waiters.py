@@ -11,7 +11,10 @@ the suite's cluster, /metrics scraped on its [metrics] listen socket:
   (counted as refused_worker); meanwhile GET /healthz and another
   tenant's create each answer within 100 ms, measured in this process;
   once the call is released the owner answers 201, both waiters and a
-  later retry replay it, and the acquirer charged once;
+  later retry replay it, and the acquirer charged once; then two owners
+  (two tenants) held and one waiter: a duplicate of the other owner's key
+  is refused too (owners of any key hold a worker), /healthz and the
+  create again within 100 ms;
 - threads = 16, max_waiters = 8, max_waiters_per_tenant = 2, one owner of
   each of two tenants held: the first tenant's third and fourth
   duplicates get the 409 at once (refused_tenant) while the other
