@@ -200,6 +200,32 @@ enum idem_prefer_wait {
 /* The first wait preference of a Prefer header value (NULL: absent). */
 enum idem_prefer_wait idem_prefer_wait(const char *hdr, unsigned *seconds);
 
+/* [idempotency] max_waiters at most: the waiter table's size. */
+#define IDEM_WAITERS_MAX	256
+
+/* What a process holds when a duplicate asks to wait. */
+struct idem_wait_load {
+	unsigned	threads;	/* [server] threads */
+	unsigned	max_waiters;	/* [idempotency] max_waiters */
+	unsigned	max_per_tenant;	/* [idempotency] max_waiters_per_tenant */
+	unsigned	waiters;	/* waiting now (this duplicate not yet) */
+	unsigned	tenant_waiters;	/* of those, of this duplicate's tenant */
+	unsigned	owners;		/* idempotent handlers running now */
+};
+
+enum idem_wait_admission {
+	IDEM_ADMIT_WAIT,	/* it waits, in a waiter slot */
+	IDEM_ADMIT_NO_WORKER,	/* waiters + owners would fill every thread */
+	IDEM_ADMIT_PROCESS_FULL,	/* max_waiters already waiting */
+	IDEM_ADMIT_TENANT_FULL,	/* max_waiters_per_tenant of its tenant */
+};
+
+/* May one more duplicate wait?  Refused unless, with it, waiters plus
+ * owners stay below threads (a worker stays free for everything else;
+ * threads = 1 exempt), and both waiter bounds hold; checked in the order
+ * of the enum. */
+enum idem_wait_admission idem_wait_admit(const struct idem_wait_load *l);
+
 /* --- clock.c ------------------------------------------------------------ */
 
 /* The monotonic clock in microseconds: durations and deadlines. */
@@ -341,6 +367,7 @@ struct idem_cfg {
 	long long		 lock_timeout_ms;	/* the lease: 10 s */
 	long long		 max_wait_ms;		/* 10 s: Prefer: wait */
 	unsigned		 max_waiters;		/* 4 */
+	unsigned		 max_waiters_per_tenant; /* 2 */
 	long long		 evict_interval_ms;	/* 5 m */
 	long			 evict_batch;		/* 10000 */
 	long			 completer_max_attempts; /* 10, 0: no limit */

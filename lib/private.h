@@ -178,6 +178,15 @@ struct idem_app {
 	atomic_int		 waiters;	/* Prefer: wait, now */
 	atomic_size_t		 buffered;	/* bytes connections hold against
 						 * [server] max_buffered (conns.c) */
+	/* Owners in flight: requests running an idempotent route's handler,
+	 * from their claim to their stored answer (idempotency.c). */
+	atomic_int		 owners;
+	/* Each waiter's tenant, in the slot it holds (idempotency.c). */
+	pthread_mutex_t		 waiting_mu;
+	struct idem_waiting {
+		int		 used;
+		int64_t		 tenant;
+	}			 waiting[IDEM_WAITERS_MAX];
 };
 
 /* app.c: everything idem_app_run() sets up before it serves (routes'
@@ -200,6 +209,8 @@ enum idem_wait_outcome {
 	IDEM_WAIT_OTHER,	/* executed itself, or an error */
 	IDEM_WAIT_TIMEOUT,	/* still in flight after the wait: 409 */
 	IDEM_WAIT_REFUSED,	/* max_waiters already waiting: 409 at once */
+	IDEM_WAIT_REFUSED_TENANT, /* max_waiters_per_tenant of its tenant */
+	IDEM_WAIT_REFUSED_WORKER, /* it would leave no worker free */
 	IDEM_WAIT__COUNT
 };
 void	idem_metrics_wait(idem_app *app, enum idem_wait_outcome o);

@@ -113,7 +113,10 @@ static const struct cfg_key cfg_keys[] = {
 	{ S_IDEM, "ttl", T_DUR, OFF(ttl_ms), 0, 0, NULL },
 	/* Below the web servers' FastCGI read timeouts (40 s and more). */
 	{ S_IDEM, "max_wait", T_DUR, OFF(max_wait_ms), 0, 30000, NULL },
-	{ S_IDEM, "max_waiters", T_UINT, OFF(max_waiters), 0, 256, NULL },
+	{ S_IDEM, "max_waiters", T_UINT, OFF(max_waiters), 0,
+	    IDEM_WAITERS_MAX, NULL },
+	{ S_IDEM, "max_waiters_per_tenant", T_UINT,
+	    OFF(max_waiters_per_tenant), 0, IDEM_WAITERS_MAX, NULL },
 	{ S_IDEM, "lock_timeout", T_DUR, OFF(lock_timeout_ms), 0, 0, NULL },
 	/* The lease; lock_timeout above is its deprecated alias. */
 	{ S_IDEM, "lease", T_DUR, OFF(lock_timeout_ms), 0, 0, NULL },
@@ -262,6 +265,8 @@ idem_cfg_init(struct idem_cfg *cfg)
 	cfg->ttl_ms = 24 * MS_HOUR;
 	cfg->max_wait_ms = 10 * MS_SECOND;
 	cfg->max_waiters = 4;
+	/* One tenant's duplicates never take every waiter slot. */
+	cfg->max_waiters_per_tenant = 2;
 	cfg->lock_timeout_ms = 10 * MS_SECOND;	/* the lease */
 	cfg->evict_interval_ms = 5 * MS_MINUTE;
 	cfg->evict_batch = 10000;

@@ -1,7 +1,8 @@
 /*
  * prefer.c - the Prefer request header (RFC 7240), read for one
  * preference: wait=N, how long a duplicate of a key in flight may wait
- * for the first request's answer.  Pure: text in, seconds out.
+ * for the first request's answer; and whether the process lets it wait.
+ * Pure: text in, seconds out; counts in, a verdict out.
  */
 #include <string.h>
 #include <strings.h>
@@ -124,4 +125,22 @@ idem_prefer_wait(const char *hdr, unsigned *seconds)
 			    IDEM_PREFER_NONE;
 		}
 	}
+}
+
+enum idem_wait_admission
+idem_wait_admit(const struct idem_wait_load *l)
+{
+	/* A waiter and an owner each hold a worker until the owner ends;
+	 * with this one, at least one worker must stay free.  Not with one
+	 * thread: such a process takes one request at a time from a server
+	 * that spreads them over processes (mod_fcgid), and its owner is in
+	 * another one. */
+	if (l->threads > 1 &&
+	    (unsigned long long)l->waiters + l->owners + 1 >= l->threads)
+		return IDEM_ADMIT_NO_WORKER;
+	if (l->waiters >= l->max_waiters)
+		return IDEM_ADMIT_PROCESS_FULL;
+	if (l->tenant_waiters >= l->max_per_tenant)
+		return IDEM_ADMIT_TENANT_FULL;
+	return IDEM_ADMIT_WAIT;
 }

@@ -757,48 +757,104 @@ in_flight(idem_req *req, const char *detail)
  * request to end, then answer as a retry would (a replay, or an execution
  * when the first stored nothing).  A waiter holds its worker thread and
  * its request's memory, never a pool connection: between polls the
- * connection goes back to the pool, and each poll is one flight 1.  At most
- * [idempotency] max_waiters wait at once per process; the others get the
- * 409 at once.
+ * connection goes back to the pool, and each poll is one flight 1.  A
+ * duplicate waits only if idem_wait_admit() lets it (a worker left free
+ * beside waiters and owners, max_waiters, max_waiters_per_tenant); the
+ * others get the 409 at once.
  */
 struct wait {
-	int		 state;		/* 0: not asked yet, 1: waiting, -1: no */
+	int		 state;		/* enum wait_state */
+	unsigned	 slot;		/* app->waiting[], while WAIT_WAITING */
 	unsigned	 applied_s;	/* min(N, max_wait), for the header */
 	long long	 until_us;
 	long long	 delay_us;	/* the next poll's, doubling */
 };
 
+enum wait_state {
+	WAIT_UNASKED,		/* not asked yet */
+	WAIT_NO,		/* no preference, or refused */
+	WAIT_WAITING,		/* holding a waiter slot */
+	WAIT_EXECUTING,		/* waited, then executed: slot given back */
+};
+
 #define WAIT_POLL_FIRST_US	20000
 #define WAIT_POLL_MAX_US	200000
+
+/* The refusal's outcome in idem_prefer_waits_total. */
+static const enum idem_wait_outcome refused_as[] = {
+	[IDEM_ADMIT_NO_WORKER] = IDEM_WAIT_REFUSED_WORKER,
+	[IDEM_ADMIT_PROCESS_FULL] = IDEM_WAIT_REFUSED,
+	[IDEM_ADMIT_TENANT_FULL] = IDEM_WAIT_REFUSED_TENANT,
+};
+
+/* A waiter slot for req's tenant, if idem_wait_admit() allows: 0, or -1
+ * with the refusal counted. */
+static int
+wait_slot_take(idem_req *req, struct wait *w)
+{
+	idem_app		*app = req->app;
+	struct idem_wait_load	 l = { 0 };
+	enum idem_wait_admission a;
+	unsigned		 i, free_slot = IDEM_WAITERS_MAX;
+
+	l.threads = app->cfg.threads;
+	l.max_waiters = app->cfg.max_waiters;
+	l.max_per_tenant = app->cfg.max_waiters_per_tenant;
+	l.owners = (unsigned)atomic_load(&app->owners);
+	pthread_mutex_lock(&app->waiting_mu);
+	for (i = 0; i < IDEM_WAITERS_MAX; i++) {
+		if (!app->waiting[i].used) {
+			if (free_slot == IDEM_WAITERS_MAX)
+				free_slot = i;
+			continue;
+		}
+		l.waiters++;
+		l.tenant_waiters += app->waiting[i].tenant == req->tenant;
+	}
+	/* max_waiters <= IDEM_WAITERS_MAX: admitted, a slot is free. */
+	if ((a = idem_wait_admit(&l)) == IDEM_ADMIT_WAIT) {
+		app->waiting[free_slot].used = 1;
+		app->waiting[free_slot].tenant = req->tenant;
+		w->slot = free_slot;
+		atomic_fetch_add(&app->waiters, 1);
+	}
+	pthread_mutex_unlock(&app->waiting_mu);
+	if (a == IDEM_ADMIT_WAIT)
+		return 0;
+	idem_metrics_wait(app, refused_as[a]);
+	return -1;
+}
+
+static void
+wait_slot_give(idem_req *req, struct wait *w)
+{
+	pthread_mutex_lock(&req->app->waiting_mu);
+	req->app->waiting[w->slot].used = 0;
+	pthread_mutex_unlock(&req->app->waiting_mu);
+	atomic_fetch_sub(&req->app->waiters, 1);
+}
 
 /* May this duplicate wait (more)?  Takes a waiter slot the first time. */
 static int
 wait_more(idem_req *req, struct wait *w)
 {
 	const struct idem_cfg	*cfg = &req->app->cfg;
-	unsigned		 n, slots;
+	unsigned		 n;
 	long long		 max_s = cfg->max_wait_ms / 1000;
 
-	if (w->state == 0) {
-		w->state = -1;
+	if (w->state == WAIT_UNASKED) {
+		w->state = WAIT_NO;
 		if (idem_prefer_wait(idem_req_header(req, "Prefer"), &n) !=
-		    IDEM_PREFER_WAIT || max_s == 0)
+		    IDEM_PREFER_WAIT || max_s == 0 ||
+		    wait_slot_take(req, w) == -1)
 			return 0;
-		/* Never every worker: one is left for other requests. */
-		slots = cfg->threads > 1 && cfg->max_waiters >= cfg->threads ?
-		    cfg->threads - 1 : cfg->max_waiters;
-		if (atomic_fetch_add(&req->app->waiters, 1) >= (int)slots) {
-			atomic_fetch_sub(&req->app->waiters, 1);
-			idem_metrics_wait(req->app, IDEM_WAIT_REFUSED);
-			return 0;
-		}
-		w->state = 1;
+		w->state = WAIT_WAITING;
 		w->applied_s = n < max_s ? n : (unsigned)max_s;
 		w->until_us = idem_now_us() + (long long)w->applied_s * 1000000;
 		w->delay_us = WAIT_POLL_FIRST_US;
 		return 1;
 	}
-	if (w->state != 1)
+	if (w->state != WAIT_WAITING)
 		return 0;
 	if (atomic_load(&req->app->stopping) ||
 	    idem_now_us() + w->delay_us > w->until_us) {
@@ -822,6 +878,17 @@ wait_sleep(idem_req *req, struct wait *w)
 	    w->delay_us * 2;
 }
 
+/* A waiter about to execute (the first stored nothing) is an owner from
+ * now on, no longer a waiter. */
+static void
+wait_executes(idem_req *req, struct wait *w)
+{
+	if (w->state != WAIT_WAITING)
+		return;
+	wait_slot_give(req, w);
+	w->state = WAIT_EXECUTING;
+}
+
 /* The slot back; the answer says the wait was honoured unless it is the
  * 409 of a wait that ran out. */
 static void
@@ -829,9 +896,10 @@ wait_end(idem_req *req, struct wait *w)
 {
 	char	v[32];
 
-	if (w->state != 1)
+	if (w->state == WAIT_WAITING)
+		wait_slot_give(req, w);
+	else if (w->state != WAIT_EXECUTING)
 		return;
-	atomic_fetch_sub(&req->app->waiters, 1);
 	if (req->outcome == IDEM_OUT_IN_FLIGHT)
 		return;
 	snprintf(v, sizeof(v), "wait=%u", w->applied_s);
@@ -888,7 +956,7 @@ idem_idempotent_run(idem_req *req)
 	int			 lens[11] = { 32, 0, 0, 0, 32 };
 	int			 fmts[11] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 1 };
 	const PGresult		*r;
-	struct wait		 w = { 0 };
+	struct wait		 w = { WAIT_UNASKED, 0, 0, 0, 0 };
 	size_t			 nq;
 	int			 rc, waiting;
 
@@ -971,7 +1039,11 @@ again:
 			    "started" : PQgetvalue(r, 0, C_POINT));
 		}
 		idem_pipeline_clear(q, nq);
+		wait_executes(req, &w);
+		/* An owner holds its worker until its answer is stored. */
+		atomic_fetch_add(&req->app->owners, 1);
 		execute(req);
+		atomic_fetch_sub(&req->app->owners, 1);
 		wait_end(req, &w);
 		return;
 	case IDEM_V_REPLAY:

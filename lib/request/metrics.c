@@ -261,6 +261,8 @@ static const char *const wait_labels[IDEM_WAIT__COUNT] = {
 	[IDEM_WAIT_OTHER] = "other",
 	[IDEM_WAIT_TIMEOUT] = "timeout",
 	[IDEM_WAIT_REFUSED] = "refused",
+	[IDEM_WAIT_REFUSED_TENANT] = "refused_tenant",
+	[IDEM_WAIT_REFUSED_WORKER] = "refused_worker",
 };
 
 void
@@ -351,8 +353,10 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	idem_buf_adds(b, "# HELP idem_prefer_waits_total Duplicates of a key "
 	    "in flight that asked to wait (Prefer: wait), by how the wait "
 	    "ended: replayed the first answer, other (executed after the "
-	    "first stored nothing, or failed), timeout (then 409), refused "
-	    "(max_waiters were waiting: 409 at once).\n"
+	    "first stored nothing, or failed), timeout (then 409), or a 409 "
+	    "at once: refused (max_waiters were waiting), refused_tenant "
+	    "(max_waiters_per_tenant of its tenant were), refused_worker "
+	    "(waiters and owners would have held every thread).\n"
 	    "# TYPE idem_prefer_waits_total counter\n");
 	for (i = 0; i < IDEM_WAIT__COUNT; i++)
 		idem_buf_addf(b, "idem_prefer_waits_total{outcome=\"%s\"} "

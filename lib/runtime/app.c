@@ -21,6 +21,7 @@ idem_app_new(const char *name)
 		return NULL;
 	}
 	idem_cfg_init(&app->cfg);
+	pthread_mutex_init(&app->waiting_mu, NULL);
 	/* Without it every secret costs a round trip: slower, not wrong. */
 	app->authc = idem_authc_new();
 	return app;
@@ -38,6 +39,7 @@ idem_app_free(idem_app *app)
 	idem_app_problems_free(app);
 	free(app->listen);
 	idem_cfg_free(&app->cfg);
+	pthread_mutex_destroy(&app->waiting_mu);
 	free(app->name);
 	free(app);
 }

@@ -538,14 +538,32 @@ static void
 test_wait_keys(void)
 {
 	GOOD("[server]\nthreads = 2\n");
-	TAP_OK(cfg.max_wait_ms == 10000 && cfg.max_waiters == 4,
-	    "max_wait 10s and max_waiters 4 by default");
+	TAP_OK(cfg.max_wait_ms == 10000 && cfg.max_waiters == 4 &&
+	    cfg.max_waiters_per_tenant == 2, "max_wait 10s, max_waiters 4 "
+	    "and max_waiters_per_tenant 2 by default");
 	GOOD("[idempotency]\nmax_wait = 30s\nmax_waiters = 0\n");
 	TAP_OK(cfg.max_wait_ms == 30000 && cfg.max_waiters == 0,
 	    "max_wait 30s, max_waiters 0 (waiting off)");
 	BAD("[idempotency]\nmax_wait = 31s\n", 2,
 	    "max_wait must be at most 30s");
 	BAD("[idempotency]\nmax_waiters = 257\n", 2, "max_waiters");
+	GOOD("[idempotency]\nmax_waiters_per_tenant = 0\n");
+	TAP_OK(cfg.max_waiters_per_tenant == 0,
+	    "max_waiters_per_tenant 0 (no tenant waits)");
+	GOOD("[idempotency]\nmax_waiters_per_tenant = 256\n");
+	TAP_OK(cfg.max_waiters_per_tenant == 256,
+	    "max_waiters_per_tenant 256");
+	BAD("[idempotency]\nmax_waiters_per_tenant = 257\n", 2,
+	    "max_waiters_per_tenant must be an integer from 0 to 256");
+	BAD("[idempotency]\nmax_waiters_per_tenant = -1\n", 2,
+	    "max_waiters_per_tenant must be an integer from 0 to 256");
+	BAD("[idempotency]\nmax_waiters_per_tenant = 2x\n", 2,
+	    "max_waiters_per_tenant must be an integer");
+	BAD("[idempotency]\nmax_waiters_per_tenant = \n", 2,
+	    "max_waiters_per_tenant");
+	BAD("[idempotency]\nmax_waiters_per_tenant = +2\n", 2,
+	    "max_waiters_per_tenant must be an integer");
+	BAD("[server]\nmax_waiters_per_tenant = 2\n", 2, "unknown key");
 	BAD("[idempotency]\nmax_wait = soon\n", 2,
 	    "max_wait must be a duration");
 }
