@@ -1,0 +1,449 @@
+"""lease_stall.py - an owner never acts on a lease it cannot prove it holds
+(issue 31, item 1): the heartbeat's session stalls while phased payment
+creates run with lease = 3 s, in two forms:
+
+  sigstop    the heartbeat's PostgreSQL backend (found in
+             pg_stat_activity by application_name 'idem heartbeat',
+             renewing now) stopped with SIGSTOP;
+  blackhole  the app's database sessions pass through a loopback TCP
+             proxy (written here) that stops forwarding the heartbeat's
+             session, and any new session naming itself so, without
+             closing it.
+
+Request A is inside a held acquirer call when the stall begins; request B
+starts during the stall, its call slow.  The acquirer simulator records
+each call's start and end per derived key: no two calls for one key
+overlap; each request (or its client's retry, every 100 ms) succeeds
+within lease + 2 s of the stall (B: of its start); one charge per key, one
+payment per request, a byte-identical replay afterwards.  Blackhole, where
+no renewal can get through, also shows the stop itself: A's owner answers
+503 service-unavailable with Retry-After, having stopped, and the
+heartbeat counts its failed renewals.
+
+A's call is held until 4 s after the stall (an owner whose heartbeat
+recovered finishes it then): a stalled heartbeat that is not bounded lets
+the lease lapse in the database (by 3 s) while the call runs, and a retry's
+call overlaps it.  Registered into run.py's list.
+"""
+
+import os
+import select
+import signal
+import socket
+import threading
+import time
+
+from harness import check, q
+from lcenv import PAY, Fixture, wait_until
+from checks import charge_of, expect_completed, expect_succeeded, replays
+
+LEASE_S = 3.0           # the route's lease here
+SLACK_S = 2.0           # the target: a retry succeeds within lease + 2 s
+HELD_S = 4.0            # A's call is answered this long after the stall
+B_CALL_S = 3.5          # B's call, started during the stall
+RETRY_EVERY_S = 0.1
+HB_NAME = b"idem heartbeat"
+
+
+def write_stall_config(path, conninfo, appname, acquirer_url):
+    """Lease 3 s; room for A, B, their retries and /metrics at once."""
+    lines = [
+        "# generated for one lifecycle run (lease_stall.py)",
+        "[server]",
+        "threads = 6",
+        "log_level = info",
+        "",
+        "[database]",
+        "conninfo = %s application_name=%s" % (conninfo, appname),
+        "pool_size = 6",
+        "",
+        "[idempotency]",
+        "ttl = 24h",
+        "evict_interval = 1h",
+        "lease = %ds" % LEASE_S,
+        "",
+        "[payments]",
+        "acquirer_url = %s" % acquirer_url,
+        "acquirer_timeout = 30s",
+        "",
+        '[route "POST /v1/payments"]',
+        "ttl = 7d",
+        "deadline = 30s",
+    ]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.chmod(path, 0o644)
+
+
+class StallFixture:
+    """lighttpd + payments.fcgi on its own config, in env.fx while the
+    check runs; stopped (and its stall undone first) at the end."""
+
+    def __init__(self, t, name, conninfo):
+        env = t.env
+        self.env, self.name = env, name
+        conf = os.path.join(env.tmp, name + ".ini")
+        write_stall_config(conf, conninfo, "lc-" + name, env.sim.url)
+        self.fx = Fixture(name, env.tmp, env.app, conf)
+        env.fx[name] = self.fx
+        self.fx.start()
+        self.fx.wait_ready()
+
+    def stop(self):
+        problem = self.fx.stop()
+        self.env.fx.pop(self.name, None)
+        return problem
+
+
+# --- the black hole ---
+
+def pg_address(conninfo):
+    """Where the server listens, from a key=value conninfo: a Unix socket
+    path or a (host, port)."""
+    kv = dict(w.split("=", 1) for w in conninfo.split() if "=" in w)
+    host, port = kv.get("host", "/var/run/postgresql"), kv.get("port",
+                                                                "5432")
+    if host.startswith("/"):
+        return os.path.join(host, ".s.PGSQL.%s" % port)
+    return (host, int(port))
+
+
+class BlackHoleProxy:
+    """127.0.0.1:PORT forwarding to the server.  hole(): from then on, a
+    session whose first bytes name it 'idem heartbeat' (the startup packet,
+    or its SET application_name) is no longer forwarded either way, and
+    stays open: a half-open session, as after a failover."""
+
+    def __init__(self, target):
+        self.target = target
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        self.holed = threading.Event()
+        self.stopped = threading.Event()
+        self.lock = threading.Lock()
+        self.socks = []
+        self.held = 0           # sessions no longer forwarded
+        threading.Thread(target=self.accept_loop, daemon=True).start()
+
+    def accept_loop(self):
+        while not self.stopped.is_set():
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            try:
+                fam = socket.AF_UNIX if isinstance(self.target, str) \
+                    else socket.AF_INET
+                s = socket.socket(fam, socket.SOCK_STREAM)
+                s.connect(self.target)
+            except OSError:
+                c.close()
+                continue
+            with self.lock:
+                self.socks += [c, s]
+            threading.Thread(target=self.pump, args=(c, s),
+                             daemon=True).start()
+
+    def pump(self, c, s):
+        first, named, held = b"", False, False
+        try:
+            while not self.stopped.is_set():
+                if named and self.holed.is_set():
+                    if not held:
+                        held = True
+                        with self.lock:
+                            self.held += 1
+                    self.stopped.wait(0.05)     # read nothing, close nothing
+                    continue
+                r, _, _ = select.select([c, s], [], [], 0.05)
+                for src in r:
+                    data = src.recv(65536)
+                    if not data:
+                        return
+                    if src is c and len(first) < 8192:
+                        first += data
+                        named = named or HB_NAME in first
+                        if named and self.holed.is_set():
+                            break       # not even this
+                    (s if src is c else c).sendall(data)
+        except OSError:
+            return
+        finally:
+            if not held or self.stopped.is_set():
+                for x in (c, s):
+                    try:
+                        x.close()
+                    except OSError:
+                        pass
+
+    def conninfo(self, base):
+        """base with host and port pointing here (later keywords win)."""
+        return "%s host=127.0.0.1 port=%d" % (base, self.port)
+
+    def stop(self):
+        self.stopped.set()
+        self.lsock.close()
+        with self.lock:
+            for x in self.socks:
+                try:
+                    x.close()
+                except OSError:
+                    pass
+
+
+# --- the stall in each form ---
+
+class SigStop:
+    name = "sigstop"
+
+    def __init__(self, t):
+        self.t, self.pid = t, None
+
+    def conninfo(self, base):
+        return base
+
+    def renewing(self):
+        """The heartbeat sessions renewing now: only this check's fixture
+        has phased requests in flight (the others' heartbeats are idle)."""
+        rows = self.t.env.admin.rows(
+            "select pid from pg_stat_activity where datname = %s and "
+            "application_name = 'idem heartbeat' and query like "
+            "'%%idem_renew%%' and query_start > now() - interval '1.2 s'"
+            % q(self.t.env.dbname))
+        return [r["pid"] for r in rows]
+
+    def stall(self):
+        pids = wait_until(self.renewing, 8, "the heartbeat renewing A's "
+                          "lease (pg_stat_activity)")
+        self.t.expect_eq(len(pids), 1, "heartbeat sessions renewing")
+        self.pid = pids[0]
+        os.kill(self.pid, signal.SIGSTOP)
+        return "backend %d stopped" % self.pid
+
+    def undo(self):
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGCONT)
+            except OSError:
+                pass
+
+    def stop(self):
+        pass
+
+
+class BlackHole:
+    name = "blackhole"
+
+    def __init__(self, t):
+        self.t = t
+        self.proxy = BlackHoleProxy(pg_address(t.env.base_conninfo))
+
+    def conninfo(self, base):
+        return self.proxy.conninfo(base)
+
+    def stall(self):
+        self.proxy.holed.set()
+        return "heartbeat sessions black-holed"
+
+    def undo(self):
+        self.proxy.holed.clear()
+
+    def stop(self):
+        self.proxy.stop()
+
+
+# --- requests ---
+
+class Client:
+    """POST the payment once (the owner), or until a 201 every 100 ms
+    while the answer is 409 (in flight) or 503 (stopped) (a retrying
+    client): the 201, when it came, every answer's status, the first
+    503."""
+
+    def __init__(self, env, fx, key, body):
+        self.env, self.fx, self.key, self.body = env, fx, key, body
+        self.created, self.at, self.statuses, self.r503 = None, None, [], None
+        self.error = None
+        self.th = None
+
+    def post(self):
+        return self.env.post(PAY, self.body, key=self.key, fx=self.fx,
+                             timeout=30)
+
+    def once(self):
+        r = self.post()
+        self.statuses.append(r.status)
+        if r.status == 201:
+            self.created, self.at = r, time.monotonic()
+        elif r.status == 503 and self.r503 is None:
+            self.r503 = r
+        return r
+
+    def run(self, until):
+        """Once, then (until not None) retries until a 201 or the
+        monotonic time until."""
+        try:
+            r = self.once()
+            while until is not None and r.status != 201 and \
+                    time.monotonic() < until:
+                if r.status not in (409, 503):
+                    self.error = "answered %s: %r" % (r.status, r.body[:300])
+                    return
+                time.sleep(RETRY_EVERY_S)
+                r = self.once()
+        except Exception as e:          # reported by the check
+            self.error = "%s: %s" % (type(e).__name__, e)
+
+    def start(self, until=None):
+        self.th = threading.Thread(target=self.run, args=(until,),
+                                   daemon=True)
+        self.th.start()
+
+
+def new_open_call(env, known):
+    """The derived key of a call in flight not in known, or None."""
+    for k, v in env.sim.stats()["by_key"].items():
+        if k not in known and any(sp[1] is None for sp in v["spans"]):
+            return k
+    return None
+
+
+def overlapping(spans):
+    """Pairs of calls under one key that overlap ([start, end] each)."""
+    s = sorted(spans)
+    return [(a, b) for a, b in zip(s, s[1:]) if b[0] < a[1]]
+
+
+def expect_one_payment(t, c, st):
+    """c's 201 made one payment, charged once under one derived key, its
+    record completed, a byte-identical replay."""
+    t.expect(c.created is not None, "no 201 for %s (answers: %s)"
+             % (c.key, c.statuses))
+    row = expect_succeeded(t, c.created, c.body["description"])
+    k, rec = charge_of(t, row["id"], st)
+    t.expect_eq(rec["charges"], 1, "charges under %s's derived key" % c.key)
+    t.expect_eq(row["acquirer_charge"], rec["id"], "payments."
+                "acquirer_charge vs the acquirer's charge")
+    expect_completed(t, c.key, 201)
+    replays(t, c.key, c.body, c.created)
+
+
+def stall_check(t, form):
+    env = t.env
+    st0 = env.sim.stats()
+    a = env.new_key("stall-a-" + form.name)
+    a_body = env.payment_body("stall-a-" + form.name)
+    b = env.new_key("stall-b-" + form.name)
+    b_body = env.payment_body("stall-b-" + form.name)
+    fx = None
+    try:
+        fx = StallFixture(t, "st-" + form.name, form.conninfo(env.conninfo))
+        env.sim.call("POST", "/control", {"mode": "hold", "count": 1})
+        # A's owner: inside a held call when the stall begins.
+        oa = Client(env, fx.name, a, a_body)
+        oa.start()
+        ka = wait_until(lambda: new_open_call(env, st0["by_key"]), 10,
+                        "A inside its acquirer call")
+        what = form.stall()
+        t_stall = time.monotonic()
+        # A's client retries meanwhile (409 while A's lease holds).
+        ca = Client(env, fx.name, a, a_body)
+        ca.start(t_stall + LEASE_S + SLACK_S + 10)
+        # B's call (the next one) is slow; B starts during the stall,
+        # and its client retries too.
+        env.sim.call("POST", "/control", {"mode": "slow", "count": 1,
+                                          "delay": B_CALL_S})
+        ob = Client(env, fx.name, b, b_body)
+        t_b = time.monotonic()
+        ob.start()
+        kb = wait_until(lambda: new_open_call(env, set(st0["by_key"]) |
+                                              {ka}), 10,
+                        "B inside its acquirer call")
+        cb = Client(env, fx.name, b, b_body)
+        cb.start(t_b + LEASE_S + SLACK_S + 10)
+        # A's owner, if it may go on, gets its answer HELD_S after the
+        # stall: the stimulus is a schedule, not a condition.
+        time.sleep(max(0.0, t_stall + HELD_S - time.monotonic()))
+        env.sim.release()
+        for c in (oa, ca, ob, cb):
+            c.th.join(30)
+        form.undo()
+        st = env.sim.stats()
+        for key, k in ((a, ka), (b, kb)):
+            spans = st["by_key"][k]["spans"]
+            t.expect(all(sp[1] is not None for sp in spans),
+                     "a call under %s's derived key still in flight: %r"
+                     % (key, spans))
+            pairs = overlapping(spans)
+            t.expect(not pairs, "%s: two acquirer calls under one derived "
+                     "key overlapped: %s (%d calls)" % (
+                         key, "; ".join("[%.2f, %.2f] and [%.2f, %.2f]"
+                                        % (x[0], x[1], y[0], y[1])
+                                        for x, y in pairs), len(spans)))
+        t.expect_eq(st["overlaps"], st0.get("overlaps", 0),
+                    "acquirer calls that began while another under their "
+                    "key was in flight")
+        for c in (oa, ca, ob, cb):
+            t.expect(c.error is None, "%s: %s" % (c.key, c.error))
+        # Success: the owner's 201, or the retry's (a takeover, a replay).
+        ca.created, ca.at = min(((c.at, c.created) for c in (oa, ca)
+                                 if c.created is not None),
+                                default=(None, None))[::-1]
+        cb.created, cb.at = min(((c.at, c.created) for c in (ob, cb)
+                                 if c.created is not None),
+                                default=(None, None))[::-1]
+        a_s, b_s = ca.at and ca.at - t_stall, cb.at and cb.at - t_b
+        t.expect(a_s is not None and a_s <= LEASE_S + SLACK_S,
+                 "A succeeded %s s after the stall (answers %s), not within "
+                 "lease + %.0f s" % (a_s and "%.2f" % a_s, ca.statuses,
+                                     SLACK_S))
+        t.expect(b_s is not None and b_s <= LEASE_S + SLACK_S,
+                 "B succeeded %s s after its start (answers %s), not "
+                 "within lease + %.0f s" % (b_s and "%.2f" % b_s,
+                                            cb.statuses, SLACK_S))
+        t.expect_eq(st["charges"] - st0["charges"], 2, "acquirer charges "
+                    "for the two keys")
+        t.expect_eq(st["conflicts"], st0["conflicts"], "acquirer key "
+                    "conflicts")
+        for c in (ca, cb):
+            expect_one_payment(t, c, st)
+        failed = float(env.metrics(fx=fx.name).get(
+            "idem_heartbeat_renewals_failed_total", -1))
+        t.expect(failed >= 1, "idem_heartbeat_renewals_failed_total %g "
+                 "after the stall" % failed)
+        if form.name == "blackhole":
+            t.expect(oa.r503 is not None, "A's owner never stopped: it "
+                     "answered %s" % oa.statuses)
+            t.expect_problem(oa.r503, 503, "service-unavailable",
+                             "could not prove")
+            t.expect(oa.r503.header("Retry-After") is not None,
+                     "the 503 has no Retry-After")
+        t.note("%s (%s): A's owner %s, its client %s, created %.2f s after "
+               "the stall; B's owner %s, its client %s, created %.2f s "
+               "after its start; %d + %d acquirer calls, none overlapping; "
+               "%g failed renewals"
+               % (form.name, what, oa.statuses, ca.statuses, a_s,
+                  ob.statuses, cb.statuses, b_s,
+                  len(st["by_key"][ka]["spans"]),
+                  len(st["by_key"][kb]["spans"]), failed))
+    finally:
+        form.undo()
+        env.sim.release()
+        if fx is not None:
+            problem = fx.stop()
+            t.expect(problem is None, "[%s] %s" % (fx.name, problem))
+        form.stop()
+
+
+@check("lease stall: heartbeat backend SIGSTOPped, no overlapping calls")
+def _(t):
+    if os.geteuid() != 0:
+        t.skip("SIGSTOP on a PostgreSQL backend needs root here")
+    stall_check(t, SigStop(t))
+
+
+@check("lease stall: heartbeat session black-holed, no overlapping calls")
+def _(t):
+    stall_check(t, BlackHole(t))
