@@ -76,8 +76,9 @@ idem_db_connect_until(const char *conninfo, const char *appname,
 		w = wait_socket(db, st == PGRES_POLLING_READING ? POLLIN :
 		    POLLOUT, deadline_us);
 		if (w <= 0) {
-			idem_log(IDEM_LOG_WARN, "db: no session within its "
-			    "deadline (%s)", w == 0 ? "late" : "poll failed");
+			idem_log(IDEM_LOG_WARN, "db: no session for '%s' "
+			    "within its deadline (%s)", appname ? appname :
+			    "idem", w == 0 ? "late" : "poll failed");
 			PQfinish(db);
 			return NULL;
 		}

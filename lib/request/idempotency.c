@@ -179,10 +179,12 @@ idem_req_lease_check(idem_req *req)
 	req->txn.lease_doubt = 1;
 	req->txn.retry_later = doubtful_key;
 	idem_log(IDEM_LOG_WARN, "request %s: key record %" PRId64 ": its "
-	    "lease is not proven since %lld ms (no renewal sent in the last "
-	    "%lld ms): stopped, no further external call", req->request_id,
-	    req->txn.record_id, (now - until) / 1000,
-	    (now - until) / 1000 + req->txn.limits.lock_timeout_ms -
+	    "lease is no longer proven (its last renewal was sent %lld ms ago; "
+	    "lease %lld ms, margin %lld ms): stopped, no further external "
+	    "call", req->request_id, req->txn.record_id, (now - until) / 1000 +
+	    req->txn.limits.lock_timeout_ms -
+	    idem_lease_margin_ms(req->txn.limits.lock_timeout_ms),
+	    req->txn.limits.lock_timeout_ms,
 	    idem_lease_margin_ms(req->txn.limits.lock_timeout_ms));
 	return IDEM_LEASE_DOUBTFUL;
 }

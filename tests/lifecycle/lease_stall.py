@@ -195,6 +195,22 @@ class BlackHoleProxy:
 
 # --- the stall in each form ---
 
+def heartbeat_renewing(t):
+    """The backend pid of the heartbeat session renewing now (A's lease):
+    only this check's fixture has phased requests in flight, the other
+    fixtures' heartbeats are idle."""
+    def renewing():
+        return [r["pid"] for r in t.env.admin.rows(
+            "select pid from pg_stat_activity where datname = %s and "
+            "application_name = 'idem heartbeat' and query like "
+            "'%%idem_renew%%' and query_start > now() - interval '1.2 s'"
+            % q(t.env.dbname))]
+    pids = wait_until(renewing, 8, "the heartbeat renewing A's lease "
+                      "(pg_stat_activity)")
+    t.expect_eq(len(pids), 1, "heartbeat sessions renewing")
+    return pids[0]
+
+
 class SigStop:
     name = "sigstop"
 
@@ -204,21 +220,8 @@ class SigStop:
     def conninfo(self, base):
         return base
 
-    def renewing(self):
-        """The heartbeat sessions renewing now: only this check's fixture
-        has phased requests in flight (the others' heartbeats are idle)."""
-        rows = self.t.env.admin.rows(
-            "select pid from pg_stat_activity where datname = %s and "
-            "application_name = 'idem heartbeat' and query like "
-            "'%%idem_renew%%' and query_start > now() - interval '1.2 s'"
-            % q(self.t.env.dbname))
-        return [r["pid"] for r in rows]
-
     def stall(self):
-        pids = wait_until(self.renewing, 8, "the heartbeat renewing A's "
-                          "lease (pg_stat_activity)")
-        self.t.expect_eq(len(pids), 1, "heartbeat sessions renewing")
-        self.pid = pids[0]
+        self.pid = heartbeat_renewing(self.t)
         os.kill(self.pid, signal.SIGSTOP)
         return "backend %d stopped" % self.pid
 
@@ -244,8 +247,12 @@ class BlackHole:
         return self.proxy.conninfo(base)
 
     def stall(self):
+        pid = heartbeat_renewing(self.t)
         self.proxy.holed.set()
-        return "heartbeat sessions black-holed"
+        wait_until(lambda: self.proxy.held, 5, "the heartbeat's session "
+                   "held by the proxy")
+        return "the session of backend %d and its successors black-holed" \
+            % pid
 
     def undo(self):
         self.proxy.holed.clear()
@@ -300,6 +307,18 @@ class Client:
         self.th = threading.Thread(target=self.run, args=(until,),
                                    daemon=True)
         self.th.start()
+
+
+def summary(statuses):
+    """[409, 409, 409, 201] -> '409 x3, 201'."""
+    out = []
+    for s in statuses:
+        if out and out[-1][0] == s:
+            out[-1][1] += 1
+        else:
+            out.append([s, 1])
+    return ", ".join("%d x%d" % (s, n) if n > 1 else str(s)
+                     for s, n in out)
 
 
 def new_open_call(env, known):
@@ -424,17 +443,25 @@ def stall_check(t, form):
                "the stall; B's owner %s, its client %s, created %.2f s "
                "after its start; %d + %d acquirer calls, none overlapping; "
                "%g failed renewals"
-               % (form.name, what, oa.statuses, ca.statuses, a_s,
-                  ob.statuses, cb.statuses, b_s,
+               % (form.name, what, summary(oa.statuses),
+                  summary(ca.statuses), a_s, summary(ob.statuses),
+                  summary(cb.statuses), b_s,
                   len(st["by_key"][ka]["spans"]),
                   len(st["by_key"][kb]["spans"]), failed))
-    finally:
-        form.undo()
-        env.sim.release()
-        if fx is not None:
-            problem = fx.stop()
-            t.expect(problem is None, "[%s] %s" % (fx.name, problem))
-        form.stop()
+    except BaseException:
+        stop_all(fx, form, env)
+        raise
+    problem = stop_all(fx, form, env)
+    t.expect(problem is None, "[%s] %s" % (fx.name, problem))
+
+
+def stop_all(fx, form, env):
+    """The stall undone, held calls answered, the proxy closed, the
+    fixture stopped (what it took, or None)."""
+    form.undo()
+    env.sim.release()
+    form.stop()         # sessions held by the proxy end: nothing waits on them
+    return fx.stop() if fx is not None else None
 
 
 @check("lease stall: heartbeat backend SIGSTOPped, no overlapping calls")
