@@ -144,16 +144,21 @@ attempt(struct idem_heartbeat *hb, const char *const vals[3], long n,
 		return IDEM_TIMED_LATE;
 	*sent_us = idem_now_us();
 	rc = idem_db_exec_until(hb->db, sql_renew, 3, vals, deadline_us, r);
-	if (rc == IDEM_TIMED_LATE) {
+	if (rc == IDEM_TIMED_LATE)
 		idem_log(IDEM_LOG_WARN, "heartbeat: renewing %ld leases: no "
 		    "answer within %lld ms; cancelled, on a new session next",
 		    n, idem_lease_attempt_ms(hb->interval_ms));
-		idem_db_abandon(hb->db);
-	} else if (rc == IDEM_TIMED_FAILED)
+	else if (rc == IDEM_TIMED_FAILED)
 		idem_log(IDEM_LOG_WARN, "heartbeat: renewing %ld leases: %s",
 		    n, *r != NULL ? PQresultErrorMessage(*r) :
 		    PQerrorMessage(hb->db));
-	if (rc != IDEM_TIMED_OK && idem_db_broken(hb->db)) {
+	if (rc == IDEM_TIMED_OK)
+		return rc;
+	/* A statement possibly still running: not this session again. */
+	if (rc == IDEM_TIMED_LATE ||
+	    PQtransactionStatus(hb->db) != PQTRANS_IDLE)
+		idem_db_abandon(hb->db);
+	if (idem_db_broken(hb->db)) {
 		PQfinish(hb->db);
 		hb->db = NULL;
 	}

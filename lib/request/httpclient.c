@@ -818,6 +818,8 @@ perform(struct curl_thread *t, idem_req *req, int *cut)
 		}
 		left_ms = req != NULL ? idem_req_lease_left_us(req) / 1000 + 1 :
 		    LEASE_LOOK_MS;
+		if (left_ms < 0)
+			left_ms = 0;
 		curl_multi_poll(t->multi, NULL, 0, left_ms < LEASE_LOOK_MS ?
 		    (int)left_ms : LEASE_LOOK_MS, NULL);
 	}
