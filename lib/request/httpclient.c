@@ -788,19 +788,24 @@ set_options(CURL *c, const idem_http *h, struct curl_slist *lines,
 }
 
 /*
- * Run the transfer, looking at req's lease whenever anything happens and
- * at the instant it would end: *cut when it ended unproven (the transfer
- * is abandoned, its connection closed).
+ * Run the transfer, looking at req's lease before it starts, whenever
+ * anything happens and at the instant the lease would end: unproven, the
+ * transfer is not started or is abandoned (its connection closed), and
+ * errbuf says so.
  */
 static CURLcode
-perform(struct curl_thread *t, idem_req *req, int *cut)
+perform(struct curl_thread *t, idem_req *req, char *errbuf)
 {
 	CURLcode	 cc = CURLE_OK;
 	CURLMsg		*m;
 	long long	 left_ms;
-	int		 running = 1, queued;
+	int		 running = 1, queued, cut = 0;
 
-	*cut = 0;
+	if (req != NULL && idem_req_lease_check(req) != IDEM_LEASE_SURE) {
+		snprintf(errbuf, CURL_ERROR_SIZE, "not sent: the request's "
+		    "lease is no longer proven");
+		return CURLE_OPERATION_TIMEDOUT;
+	}
 	if (curl_multi_add_handle(t->multi, t->easy) != CURLM_OK)
 		return CURLE_FAILED_INIT;
 	for (;;) {
@@ -812,8 +817,10 @@ perform(struct curl_thread *t, idem_req *req, int *cut)
 			break;
 		if (req != NULL &&
 		    idem_req_lease_check(req) != IDEM_LEASE_SURE) {
-			*cut = 1;
+			cut = 1;
 			cc = CURLE_OPERATION_TIMEDOUT;
+			snprintf(errbuf, CURL_ERROR_SIZE, "cut: the request's "
+			    "lease is no longer proven");
 			break;
 		}
 		left_ms = req != NULL ? idem_req_lease_left_us(req) / 1000 + 1 :
@@ -824,7 +831,7 @@ perform(struct curl_thread *t, idem_req *req, int *cut)
 		    (int)left_ms : LEASE_LOOK_MS, NULL);
 	}
 	while ((m = curl_multi_info_read(t->multi, &queued)) != NULL)
-		if (!*cut && m->msg == CURLMSG_DONE && m->easy_handle == t->easy)
+		if (!cut && m->msg == CURLMSG_DONE && m->easy_handle == t->easy)
 			cc = m->data.result;
 	curl_multi_remove_handle(t->multi, t->easy);
 	return cc;
@@ -843,7 +850,6 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 	struct curl_thread	*t;
 	CURL			*c;
 	long long		 ms;
-	int			 cut;
 
 	if (resp != NULL)
 		*resp = NULL;
@@ -858,11 +864,6 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 	if (ms == 0) {
 		idem_errf(err, errlen, "timeout: no time left for %s %s", h->method,
 		    h->url);
-		return IDEM_HTTP_TIMEOUT;
-	}
-	if (req != NULL && idem_req_lease_check(req) != IDEM_LEASE_SURE) {
-		idem_errf(err, errlen, "timeout: %s %s not sent: the request's "
-		    "lease is no longer proven", h->method, h->url);
 		return IDEM_HTTP_TIMEOUT;
 	}
 	if ((t = thread_handle()) == NULL || (lines = header_lines(h)) ==
@@ -880,10 +881,7 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 		idem_errf(err, errlen, "fail: libcurl refused an option");
 		return IDEM_HTTP_FAIL;
 	}
-	cc = perform(t, req, &cut);
-	if (cut)
-		snprintf(errbuf, sizeof(errbuf), "cut: the request's lease is "
-		    "no longer proven");
+	cc = perform(t, req, errbuf);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
 	/* The handle outlives this call: nothing of it may point here. */
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
