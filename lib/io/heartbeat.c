@@ -32,6 +32,7 @@ struct slot {
 	char		 token[40];
 	long long	 lease_ms;
 	long long	 until_us;
+	long long	 added_us;
 	long long	 renewed_us;	/* sent: the last renewal of it */
 };
 
@@ -105,7 +106,9 @@ collect(struct idem_heartbeat *hb, struct idem_buf *ids,
 }
 
 /* The leases r names were renewed by a statement sent at sent_us: their
- * requests may count on them from that instant. */
+ * requests may count on them from that instant.  A slot filled after that
+ * is another request's, even under the same id (a takeover here): the
+ * renewal, fenced by the old token, did not renew it. */
 static void
 mark_renewed(struct idem_heartbeat *hb, const PGresult *r, long long sent_us)
 {
@@ -118,6 +121,7 @@ mark_renewed(struct idem_heartbeat *hb, const PGresult *r, long long sent_us)
 		id = (int64_t)strtoll(PQgetvalue(r, row, 0), NULL, 10);
 		for (i = 0; i < hb->nslots; i++)
 			if (hb->slots[i].used && hb->slots[i].id == id &&
+			    hb->slots[i].added_us < sent_us &&
 			    hb->slots[i].renewed_us < sent_us)
 				hb->slots[i].renewed_us = sent_us;
 	}
@@ -300,6 +304,7 @@ idem_heartbeat_add(struct idem_heartbeat *hb, int64_t id, const char *token,
 		strcpy(hb->slots[i].token, token);
 		hb->slots[i].lease_ms = lease_ms;
 		hb->slots[i].until_us = until_us;
+		hb->slots[i].added_us = idem_now_us();
 		hb->slots[i].renewed_us = 0;
 	}
 	pthread_mutex_unlock(&hb->mu);
