@@ -108,9 +108,10 @@ static const char doubtful_key[] = "this request could not prove it still "
     "holds its Idempotency-Key (its lease was not renewed in time) and "
     "stopped";
 
-/* How long an owner that stopped waits for its lease's release: the lease
- * lapses by itself anyway, a worker is not held by a stalled database. */
-#define RELEASE_BOUND_MS	1000
+/* How long a failed phase waits for each of its rollback and its lease's
+ * release: the lease lapses by itself anyway, and a worker is not held by
+ * a stalled database. */
+#define CLEANUP_BOUND_MS	1000
 
 static int	deadline_passed(idem_req *);
 
@@ -512,6 +513,24 @@ renew(idem_req *req)
 	return rc == 0 ? 0 : -1;
 }
 
+/* One statement of a failed phase's cleanup, answered within
+ * CLEANUP_BOUND_MS or given up (the connection with it); its result, or
+ * NULL. */
+static PGresult *
+cleanup_exec(idem_req *req, const char *sql, int n, const char *const *vals)
+{
+	PGresult	*r;
+
+	if (idem_db_exec_until(req->db, sql, n, vals, idem_now_us() +
+	    CLEANUP_BOUND_MS * 1000LL, &r) == IDEM_TIMED_LATE) {
+		idem_log(IDEM_LOG_WARN, "db: no answer within %d ms to "
+		    "\"%.24s\": its connection is given up", CLEANUP_BOUND_MS,
+		    sql);
+		idem_db_abandon(req->db);
+	}
+	return r;
+}
+
 /*
  * A phase failed: its transaction is undone.  A record that never passed
  * a recovery point is deleted (a retry executes afresh); otherwise its
@@ -526,7 +545,7 @@ phase_failed(idem_req *req, int rc)
 
 	/* Open, or aborted by a failed flight (a fenced write that raised). */
 	if (req->txn.txn_open || PQtransactionStatus(req->db) != PQTRANS_IDLE)
-		PQclear(PQexec(req->db, "ROLLBACK"));
+		PQclear(cleanup_exec(req, "ROLLBACK", 0, NULL));
 	req->txn.txn_open = 0;
 	idem_defer_free(req);
 	heartbeat_stop(req);
@@ -548,14 +567,9 @@ phase_failed(idem_req *req, int rc)
 		}
 	}
 	/* Bounded: a database that does not answer lets the lease lapse. */
-	if (idem_db_exec_until(req->db, "SELECT idem_release($1::bigint, "
-	    "$2::uuid)", 2, vals, idem_now_us() + RELEASE_BOUND_MS * 1000,
-	    &r) == IDEM_TIMED_LATE) {
-		idem_log(IDEM_LOG_WARN, "key record %s: no answer to its "
-		    "lease's release within %d ms (it lapses)", id,
-		    RELEASE_BOUND_MS);
-		idem_db_abandon(req->db);
-	} else if (PQresultStatus(r) != PGRES_TUPLES_OK)
+	r = cleanup_exec(req, "SELECT idem_release($1::bigint, $2::uuid)", 2,
+	    vals);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		idem_log(IDEM_LOG_WARN, "key record %s: its lease could not be "
 		    "released (it lapses): %s", id, r != NULL ?
 		    PQresultErrorMessage(r) : PQerrorMessage(req->db));
