@@ -221,9 +221,14 @@ class SigStop:
         return base
 
     def stall(self):
-        self.pid = heartbeat_renewing(self.t)
-        os.kill(self.pid, signal.SIGSTOP)
-        return "backend %d stopped" % self.pid
+        pid = heartbeat_renewing(self.t)
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except PermissionError:
+            self.t.skip("no permission to stop PostgreSQL's backend %d "
+                        "(another user's)" % pid)
+        self.pid = pid
+        return "backend %d stopped" % pid
 
     def undo(self):
         if self.pid is not None:
@@ -466,8 +471,6 @@ def stop_all(fx, form, env):
 
 @check("lease stall: heartbeat backend SIGSTOPped, no overlapping calls")
 def _(t):
-    if os.geteuid() != 0:
-        t.skip("SIGSTOP on a PostgreSQL backend needs root here")
     stall_check(t, SigStop(t))
 
 
