@@ -340,124 +340,149 @@ def overlapping(spans):
     return [(a, b) for a, b in zip(s, s[1:]) if b[0] < a[1]]
 
 
-def expect_one_payment(t, c, st):
-    """c's 201 made one payment, charged once under one derived key, its
-    record completed, a byte-identical replay."""
-    t.expect(c.created is not None, "no 201 for %s (answers: %s)"
-             % (c.key, c.statuses))
-    row = expect_succeeded(t, c.created, c.body["description"])
+def expect_one_payment(t, run, st):
+    """run's first 201 made one payment, charged once under one derived
+    key, its record completed, a byte-identical replay."""
+    r = run.first_201()[1]
+    row = expect_succeeded(t, r, run.body["description"])
     k, rec = charge_of(t, row["id"], st)
-    t.expect_eq(rec["charges"], 1, "charges under %s's derived key" % c.key)
+    t.expect_eq(rec["charges"], 1, "charges under %s's derived key"
+                % run.key)
     t.expect_eq(row["acquirer_charge"], rec["id"], "payments."
                 "acquirer_charge vs the acquirer's charge")
-    expect_completed(t, c.key, 201)
-    replays(t, c.key, c.body, c.created)
+    expect_completed(t, run.key, 201)
+    replays(t, run.key, run.body, r)
+
+
+class Run:
+    """One request's story: its owner (one POST), its retrying client,
+    its acquirer key, and when its clock started (the stall, or its own
+    start)."""
+
+    def __init__(self, env, fx, label):
+        self.key = env.new_key(label)
+        self.body = env.payment_body(label)
+        self.owner = Client(env, fx, self.key, self.body)
+        self.client = Client(env, fx, self.key, self.body)
+        self.acq_key, self.t0 = None, None
+
+    def first_201(self):
+        """(monotonic time, response) of the first 201, owner's or
+        client's (a takeover, or a replay of the owner's), or None."""
+        return min(((c.at, c.created) for c in (self.owner, self.client)
+                    if c.created is not None), default=None,
+                   key=lambda x: x[0])
+
+
+def drive(t, env, fx, form, st0):
+    """A inside a held call when the heartbeat stalls, B started during
+    the stall with a slow call, each with a client retrying; A's held call
+    answered HELD_S after the stall.  (A, B, what the stall was)."""
+    a, b = Run(env, fx, "stall-a-" + form.name), Run(env, fx, "stall-b-" +
+                                                     form.name)
+    env.sim.call("POST", "/control", {"mode": "hold", "count": 1})
+    a.owner.start()
+    a.acq_key = wait_until(lambda: new_open_call(env, st0["by_key"]), 10,
+                           "A inside its acquirer call")
+    what = form.stall()
+    a.t0 = time.monotonic()
+    a.client.start(a.t0 + LEASE_S + SLACK_S + 10)
+    # B's call (the next one) is slow.
+    env.sim.call("POST", "/control", {"mode": "slow", "count": 1,
+                                      "delay": B_CALL_S})
+    b.t0 = time.monotonic()
+    b.owner.start()
+    b.acq_key = wait_until(lambda: new_open_call(
+        env, set(st0["by_key"]) | {a.acq_key}), 10,
+        "B inside its acquirer call")
+    b.client.start(b.t0 + LEASE_S + SLACK_S + 10)
+    # A's owner, if it may go on, gets its answer HELD_S after the stall:
+    # the stimulus is a schedule, not a condition.
+    time.sleep(max(0.0, a.t0 + HELD_S - time.monotonic()))
+    env.sim.release()
+    for c in (a.owner, a.client, b.owner, b.client):
+        c.th.join(30)
+        t.expect(c.error is None, "%s: %s" % (c.key, c.error))
+    return a, b, what
+
+
+def expect_no_overlap(t, st, st0, runs):
+    """No two acquirer calls under one derived key overlapped."""
+    for run in runs:
+        spans = st["by_key"][run.acq_key]["spans"]
+        t.expect(all(sp[1] is not None for sp in spans), "a call under "
+                 "%s's derived key still in flight: %r" % (run.key, spans))
+        pairs = overlapping(spans)
+        t.expect(not pairs, "%s: two acquirer calls under one derived key "
+                 "overlapped: %s (%d calls)" % (
+                     run.key, "; ".join("[%.2f, %.2f] and [%.2f, %.2f]"
+                                        % (x[0], x[1], y[0], y[1])
+                                        for x, y in pairs), len(spans)))
+    t.expect_eq(st["overlaps"], st0.get("overlaps", 0), "acquirer calls "
+                "that began while another under their key was in flight")
+
+
+def expect_in_time(t, run, since):
+    """run succeeded within lease + 2 s of its clock; the seconds."""
+    got = run.first_201()
+    t.expect(got is not None and got[0] - run.t0 <= LEASE_S + SLACK_S,
+             "%s succeeded %s after %s (owner %s, client %s), not within "
+             "lease + %.0f s" % (run.key, "%.2f s" % (got[0] - run.t0)
+                                 if got else "never", since,
+                                 summary(run.owner.statuses),
+                                 summary(run.client.statuses), SLACK_S))
+    return got[0] - run.t0
 
 
 def stall_check(t, form):
     env = t.env
     st0 = env.sim.stats()
-    a = env.new_key("stall-a-" + form.name)
-    a_body = env.payment_body("stall-a-" + form.name)
-    b = env.new_key("stall-b-" + form.name)
-    b_body = env.payment_body("stall-b-" + form.name)
     fx = None
     try:
         fx = StallFixture(t, "st-" + form.name, form.conninfo(env.conninfo))
-        env.sim.call("POST", "/control", {"mode": "hold", "count": 1})
-        # A's owner: inside a held call when the stall begins.
-        oa = Client(env, fx.name, a, a_body)
-        oa.start()
-        ka = wait_until(lambda: new_open_call(env, st0["by_key"]), 10,
-                        "A inside its acquirer call")
-        what = form.stall()
-        t_stall = time.monotonic()
-        # A's client retries meanwhile (409 while A's lease holds).
-        ca = Client(env, fx.name, a, a_body)
-        ca.start(t_stall + LEASE_S + SLACK_S + 10)
-        # B's call (the next one) is slow; B starts during the stall,
-        # and its client retries too.
-        env.sim.call("POST", "/control", {"mode": "slow", "count": 1,
-                                          "delay": B_CALL_S})
-        ob = Client(env, fx.name, b, b_body)
-        t_b = time.monotonic()
-        ob.start()
-        kb = wait_until(lambda: new_open_call(env, set(st0["by_key"]) |
-                                              {ka}), 10,
-                        "B inside its acquirer call")
-        cb = Client(env, fx.name, b, b_body)
-        cb.start(t_b + LEASE_S + SLACK_S + 10)
-        # A's owner, if it may go on, gets its answer HELD_S after the
-        # stall: the stimulus is a schedule, not a condition.
-        time.sleep(max(0.0, t_stall + HELD_S - time.monotonic()))
-        env.sim.release()
-        for c in (oa, ca, ob, cb):
-            c.th.join(30)
+        a, b, what = drive(t, env, fx.name, form, st0)
         form.undo()
         st = env.sim.stats()
-        for key, k in ((a, ka), (b, kb)):
-            spans = st["by_key"][k]["spans"]
-            t.expect(all(sp[1] is not None for sp in spans),
-                     "a call under %s's derived key still in flight: %r"
-                     % (key, spans))
-            pairs = overlapping(spans)
-            t.expect(not pairs, "%s: two acquirer calls under one derived "
-                     "key overlapped: %s (%d calls)" % (
-                         key, "; ".join("[%.2f, %.2f] and [%.2f, %.2f]"
-                                        % (x[0], x[1], y[0], y[1])
-                                        for x, y in pairs), len(spans)))
-        t.expect_eq(st["overlaps"], st0.get("overlaps", 0),
-                    "acquirer calls that began while another under their "
-                    "key was in flight")
-        for c in (oa, ca, ob, cb):
-            t.expect(c.error is None, "%s: %s" % (c.key, c.error))
-        # Success: the owner's 201, or the retry's (a takeover, a replay).
-        ca.created, ca.at = min(((c.at, c.created) for c in (oa, ca)
-                                 if c.created is not None),
-                                default=(None, None))[::-1]
-        cb.created, cb.at = min(((c.at, c.created) for c in (ob, cb)
-                                 if c.created is not None),
-                                default=(None, None))[::-1]
-        a_s, b_s = ca.at and ca.at - t_stall, cb.at and cb.at - t_b
-        t.expect(a_s is not None and a_s <= LEASE_S + SLACK_S,
-                 "A succeeded %s s after the stall (answers %s), not within "
-                 "lease + %.0f s" % (a_s and "%.2f" % a_s, ca.statuses,
-                                     SLACK_S))
-        t.expect(b_s is not None and b_s <= LEASE_S + SLACK_S,
-                 "B succeeded %s s after its start (answers %s), not "
-                 "within lease + %.0f s" % (b_s and "%.2f" % b_s,
-                                            cb.statuses, SLACK_S))
+        expect_no_overlap(t, st, st0, (a, b))
+        a_s = expect_in_time(t, a, "the stall")
+        b_s = expect_in_time(t, b, "its start (during the stall)")
         t.expect_eq(st["charges"] - st0["charges"], 2, "acquirer charges "
                     "for the two keys")
         t.expect_eq(st["conflicts"], st0["conflicts"], "acquirer key "
                     "conflicts")
-        for c in (ca, cb):
-            expect_one_payment(t, c, st)
+        for run in (a, b):
+            expect_one_payment(t, run, st)
         failed = float(env.metrics(fx=fx.name).get(
             "idem_heartbeat_renewals_failed_total", -1))
         t.expect(failed >= 1, "idem_heartbeat_renewals_failed_total %g "
                  "after the stall" % failed)
         if form.name == "blackhole":
-            t.expect(oa.r503 is not None, "A's owner never stopped: it "
-                     "answered %s" % oa.statuses)
-            t.expect_problem(oa.r503, 503, "service-unavailable",
-                             "could not prove")
-            t.expect(oa.r503.header("Retry-After") is not None,
-                     "the 503 has no Retry-After")
+            expect_stopped(t, a.owner)
         t.note("%s (%s): A's owner %s, its client %s, created %.2f s after "
                "the stall; B's owner %s, its client %s, created %.2f s "
                "after its start; %d + %d acquirer calls, none overlapping; "
                "%g failed renewals"
-               % (form.name, what, summary(oa.statuses),
-                  summary(ca.statuses), a_s, summary(ob.statuses),
-                  summary(cb.statuses), b_s,
-                  len(st["by_key"][ka]["spans"]),
-                  len(st["by_key"][kb]["spans"]), failed))
+               % (form.name, what, summary(a.owner.statuses),
+                  summary(a.client.statuses), a_s,
+                  summary(b.owner.statuses), summary(b.client.statuses),
+                  b_s, len(st["by_key"][a.acq_key]["spans"]),
+                  len(st["by_key"][b.acq_key]["spans"]), failed))
     except BaseException:
         stop_all(fx, form, env)
         raise
     problem = stop_all(fx, form, env)
     t.expect(problem is None, "[%s] %s" % (fx.name, problem))
+
+
+def expect_stopped(t, owner):
+    """The owner stopped on its unproven lease: 503 service-unavailable
+    saying so, with Retry-After."""
+    t.expect(owner.r503 is not None, "A's owner never stopped: it "
+             "answered %s" % owner.statuses)
+    t.expect_problem(owner.r503, 503, "service-unavailable",
+                     "could not prove")
+    t.expect(owner.r503.header("Retry-After") is not None,
+             "the 503 has no Retry-After")
 
 
 def stop_all(fx, form, env):
