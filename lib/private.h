@@ -49,6 +49,31 @@ int64_t	 idem_pg_int8(const PGresult *r, int row, int col);
 /* Connect one standalone connection (idemctl). */
 PGconn	*idem_db_connect(const char *conninfo, long long timeout_ms);
 
+/* --- pgtimed.c: a session and a statement within a deadline -------------- */
+
+enum idem_timed {
+	IDEM_TIMED_OK = 0,	/* answered in time, and it succeeded */
+	IDEM_TIMED_FAILED,	/* answered in time with an error, or broken */
+	IDEM_TIMED_LATE		/* no answer by the deadline */
+};
+/*
+ * A session of its own (heartbeat) made without blocking past deadline_us
+ * (idem_now_us()'s clock), named appname, with TCP keepalives and a
+ * tcp_user_timeout of lease_ms; NULL (logged) when it is not up in time.
+ */
+PGconn	*idem_db_connect_until(const char *conninfo, const char *appname,
+	    long long lease_ms, long long deadline_us);
+/*
+ * One statement (text parameters) answered by deadline_us; its result in
+ * *res (NULL when none came; PQclear it).  LATE leaves the statement
+ * running: the caller must idem_db_abandon() db.
+ */
+enum idem_timed idem_db_exec_until(PGconn *db, const char *sql, int n,
+	    const char *const *vals, long long deadline_us, PGresult **res);
+/* Give a late statement up: a cancel request sent in the background, and
+ * the connection cut so that any later use of it fails at once. */
+void	 idem_db_abandon(PGconn *db);
+
 /* --- pipeline.c: several statements, one round trip ----------------------- */
 
 struct idem_q {

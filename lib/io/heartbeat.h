@@ -31,10 +31,15 @@ int	idem_heartbeat_add(struct idem_heartbeat *hb, int64_t id,
 /* Move a handle's end (a new phase has its own deadline). */
 void	idem_heartbeat_until(struct idem_heartbeat *hb, int h,
 	    long long until_us);
+/* When (idem_now_us()'s clock) the last renewal that renewed handle h's
+ * lease was sent; 0: none yet (or h 0). */
+long long idem_heartbeat_renewed_us(struct idem_heartbeat *hb, int h);
 /* Leases renewed, and not renewed (a database error, or no longer
- * held), since the start (hb NULL: 0, 0).  For metrics.c. */
+ * held), and renewal attempts that failed or were given up at their
+ * deadline, since the start (hb NULL: 0, 0, 0).  For metrics.c. */
 void	idem_heartbeat_counts(struct idem_heartbeat *hb,
-	    unsigned long long *renewed, unsigned long long *lost);
+	    unsigned long long *renewed, unsigned long long *lost,
+	    unsigned long long *failed);
 /* Stop renewing it (h 0: nothing). */
 void	idem_heartbeat_remove(struct idem_heartbeat *hb, int h);
 

@@ -1,12 +1,16 @@
 /*
  * httpclient.c - the outbound HTTP client of handlers (idem_http_*): one
  * call on libcurl within the request's time left, its answer in memory
- * and bounded, a per-thread easy handle so that a worker keeps its
- * connections alive between calls.
+ * and bounded, a per-thread handle so that a worker keeps its
+ * connections alive between calls.  A call made for a request that holds
+ * a lease runs only while the lease is proven (idem_req_lease_check()):
+ * not started without it, and cut (its connection closed) the moment it
+ * is no longer proven, so that no retry's call can overlap it.
  */
 #include <sys/socket.h>
 
 #include <arpa/inet.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -58,10 +62,24 @@ static pthread_once_t	curl_once = PTHREAD_ONCE_INIT;
 static pthread_key_t	curl_key;
 static int		curl_ready;
 
+/* A thread's handles: the transfer runs on the multi handle (whose
+ * connection cache outlives a call) so that this file keeps the loop. */
+struct curl_thread {
+	CURL	*easy;
+	CURLM	*multi;
+};
+
+/* The longest wait between two looks at a call's lease. */
+#define LEASE_LOOK_MS	1000
+
 static void
 easy_cleanup(void *p)
 {
-	curl_easy_cleanup(p);
+	struct curl_thread	*t = p;
+
+	curl_easy_cleanup(t->easy);
+	curl_multi_cleanup(t->multi);
+	free(t);
 }
 
 static void
@@ -74,27 +92,29 @@ curl_setup(void)
 		curl_ready = 1;
 }
 
-/* This thread's easy handle: its connection cache outlives a call. */
-static CURL *
+/* This thread's handles: their connection cache outlives a call. */
+static struct curl_thread *
 thread_handle(void)
 {
-	CURL	*c;
+	struct curl_thread	*t;
 
 	if (pthread_once(&curl_once, curl_setup) != 0 || !curl_ready)
 		return NULL;
-	if ((c = pthread_getspecific(curl_key)) != NULL) {
+	if ((t = pthread_getspecific(curl_key)) != NULL) {
 		/* Options back to defaults; connections, DNS and TLS
 		 * sessions are kept. */
-		curl_easy_reset(c);
-		return c;
+		curl_easy_reset(t->easy);
+		return t;
 	}
-	if ((c = curl_easy_init()) == NULL)
+	if ((t = calloc(1, sizeof(*t))) == NULL)
 		return NULL;
-	if (pthread_setspecific(curl_key, c) != 0) {
-		curl_easy_cleanup(c);
+	if ((t->easy = curl_easy_init()) == NULL ||
+	    (t->multi = curl_multi_init()) == NULL ||
+	    pthread_setspecific(curl_key, t) != 0) {
+		easy_cleanup(t);
 		return NULL;
 	}
-	return c;
+	return t;
 }
 
 /* --- decisions ----------------------------------------------------------- */
@@ -767,6 +787,56 @@ set_options(CURL *c, const idem_http *h, struct curl_slist *lines,
 	return bad ? -1 : 0;
 }
 
+/*
+ * Run the transfer, looking at req's lease before it starts, whenever
+ * anything happens and at the instant the lease would end: unproven, the
+ * transfer is not started or is abandoned (its connection closed), and
+ * errbuf says so.
+ */
+static CURLcode
+perform(struct curl_thread *t, idem_req *req, char *errbuf)
+{
+	CURLcode	 cc = CURLE_OK;
+	CURLMsg		*m;
+	long long	 left_ms;
+	int		 running = 1, queued, cut = 0;
+
+	if (req != NULL && idem_req_lease_check(req) != IDEM_LEASE_SURE) {
+		snprintf(errbuf, CURL_ERROR_SIZE, "not sent: the request's "
+		    "lease is no longer proven");
+		return CURLE_OPERATION_TIMEDOUT;
+	}
+	if (curl_multi_add_handle(t->multi, t->easy) != CURLM_OK)
+		return CURLE_FAILED_INIT;
+	for (;;) {
+		if (curl_multi_perform(t->multi, &running) != CURLM_OK) {
+			cc = CURLE_FAILED_INIT;
+			break;
+		}
+		if (!running)
+			break;
+		if (req != NULL &&
+		    idem_req_lease_check(req) != IDEM_LEASE_SURE) {
+			cut = 1;
+			cc = CURLE_OPERATION_TIMEDOUT;
+			snprintf(errbuf, CURL_ERROR_SIZE, "cut: the request's "
+			    "lease is no longer proven");
+			break;
+		}
+		left_ms = req != NULL ? idem_req_lease_left_us(req) / 1000 + 1 :
+		    LEASE_LOOK_MS;
+		if (left_ms < 0)
+			left_ms = 0;
+		curl_multi_poll(t->multi, NULL, 0, left_ms < LEASE_LOOK_MS ?
+		    (int)left_ms : LEASE_LOOK_MS, NULL);
+	}
+	while ((m = curl_multi_info_read(t->multi, &queued)) != NULL)
+		if (!cut && m->msg == CURLMSG_DONE && m->easy_handle == t->easy)
+			cc = m->data.result;
+	curl_multi_remove_handle(t->multi, t->easy);
+	return cc;
+}
+
 enum idem_http_rc
 idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
     char *err, size_t errlen)
@@ -777,6 +847,7 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 	idem_http_resp		*r = NULL;
 	enum idem_http_rc	 rc;
 	CURLcode		 cc;
+	struct curl_thread	*t;
 	CURL			*c;
 	long long		 ms;
 
@@ -795,12 +866,13 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 		    h->url);
 		return IDEM_HTTP_TIMEOUT;
 	}
-	if ((c = thread_handle()) == NULL || (lines = header_lines(h)) ==
+	if ((t = thread_handle()) == NULL || (lines = header_lines(h)) ==
 	    NULL || (r = calloc(1, sizeof(*r))) == NULL) {
 		curl_slist_free_all(lines);
 		idem_errf(err, errlen, "fail: out of memory");
 		return IDEM_HTTP_FAIL;
 	}
+	c = t->easy;
 	r->max_body = h->max_body;
 	errbuf[0] = '\0';
 	if (set_options(c, h, lines, r, ms, errbuf, &g) == -1) {
@@ -809,7 +881,7 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 		idem_errf(err, errlen, "fail: libcurl refused an option");
 		return IDEM_HTTP_FAIL;
 	}
-	cc = curl_easy_perform(c);
+	cc = perform(t, req, errbuf);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
 	/* The handle outlives this call: nothing of it may point here. */
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);

@@ -31,8 +31,19 @@
  * fenced out, if it was taken over meanwhile).  A phase that fails releases
  * the lease at once, on a fresh connection if its own broke, so that the
  * retry after a database restart resumes without waiting for the lease.
+ *
+ * An owner acts only on a lease it can prove it holds (lease.h): proven
+ * until the instant its last claim or renewal (its own, or the
+ * heartbeat's for it) was sent, plus the lease, less a margin.  Before
+ * each phase, each idem_http call (and throughout it) and each commit it
+ * checks; past that instant it stops: no further external call, the 503
+ * with Retry-After, the lease released within a bound where the database
+ * answers.  So when the heartbeat's session stalls, the owner has stopped
+ * before the database would let a retry take its key over.
  */
 #include <arpa/inet.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +54,7 @@
 
 #include "private.h"
 #include "heartbeat.h"
+#include "lease.h"
 
 /*
  * Flight 1's statement: idem_claim() (sql/005_idem_fencing.sql) resolves
@@ -91,6 +103,15 @@ static const char sql_advance[] =
 /* Why a fenced write failed, for the 503: the lease is someone else's. */
 static const char lost_key[] = "this request no longer holds its "
     "Idempotency-Key";
+/* Why an owner stopped: its lease could not be proven (heartbeat stalled). */
+static const char doubtful_key[] = "this request could not prove it still "
+    "holds its Idempotency-Key (its lease was not renewed in time) and "
+    "stopped";
+
+/* How long a failed phase waits for each of its rollback and its lease's
+ * release: the lease lapses by itself anyway, and a worker is not held by
+ * a stalled database. */
+#define CLEANUP_BOUND_MS	1000
 
 static int	deadline_passed(idem_req *);
 
@@ -112,6 +133,61 @@ heartbeat_stop(idem_req *req)
 {
 	idem_heartbeat_remove(req->app->heartbeat, req->txn.hb);
 	req->txn.hb = 0;
+}
+
+/* Until when our lease is proven: from our last claim or renewal, or the
+ * heartbeat's last renewal of it, whichever was sent last. */
+static long long
+lease_sure_until_us(const idem_req *req)
+{
+	long long	own = req->txn.lease_sent_us,
+			hb = idem_heartbeat_renewed_us(req->app->heartbeat,
+			    req->txn.hb);
+
+	return idem_lease_sure_until_us(own > hb ? own : hb,
+	    req->txn.limits.lock_timeout_ms);
+}
+
+/* Does req hold a lease it must prove?  A phased request that claimed. */
+static int
+leased(const idem_req *req)
+{
+	return req->txn.phased && req->txn.in_txn && req->txn.lease_sent_us > 0;
+}
+
+long long
+idem_req_lease_left_us(const idem_req *req)
+{
+	if (!leased(req))
+		return LLONG_MAX;
+	if (req->txn.lease_doubt)
+		return 0;
+	return lease_sure_until_us(req) - idem_now_us();
+}
+
+enum idem_lease_state
+idem_req_lease_check(idem_req *req)
+{
+	long long	now = idem_now_us(), until;
+
+	if (!leased(req))
+		return IDEM_LEASE_SURE;
+	if (req->txn.lease_doubt)
+		return IDEM_LEASE_DOUBTFUL;
+	until = lease_sure_until_us(req);
+	if (idem_lease_state_at(until, now) == IDEM_LEASE_SURE)
+		return IDEM_LEASE_SURE;
+	req->txn.lease_doubt = 1;
+	req->txn.retry_later = doubtful_key;
+	idem_log(IDEM_LOG_WARN, "request %s: key record %" PRId64 ": its "
+	    "lease is no longer proven (its last renewal was sent %lld ms ago; "
+	    "lease %lld ms, margin %lld ms): stopped, no further external "
+	    "call", req->request_id, req->txn.record_id, (now - until) / 1000 +
+	    req->txn.limits.lock_timeout_ms -
+	    idem_lease_margin_ms(req->txn.limits.lock_timeout_ms),
+	    req->txn.limits.lock_timeout_ms,
+	    idem_lease_margin_ms(req->txn.limits.lock_timeout_ms));
+	return IDEM_LEASE_DOUBTFUL;
 }
 
 static int64_t
@@ -203,7 +279,9 @@ failed(idem_req *req, int rc)
 		PQclear(PQexec(req->db, "ROLLBACK"));
 		req->txn.txn_open = 0;
 	}
-	if (rc == 0 && req->status >= 500)
+	/* A handler's 5xx stays, unless the request stopped for its lease
+	 * (whatever the handler made of its cut call). */
+	if (rc == 0 && req->status >= 500 && !req->txn.lease_doubt)
 		return;
 	/* Transient: the database failed, not the request; a retry may
 	 * succeed. */
@@ -333,7 +411,8 @@ store_and_commit(idem_req *req)
 	int			 lens[10] = { 0 }, fmts[10] = { 0 };
 	int			 rc, body;
 
-	if (req->txn.phased && deadline_passed(req))
+	if (req->txn.phased && (deadline_passed(req) ||
+	    idem_req_lease_check(req) != IDEM_LEASE_SURE))
 		return -1;
 	/* The last phase ends the lease: nothing is left to renew. */
 	if (req->txn.phased)
@@ -415,6 +494,7 @@ renew(idem_req *req)
 	struct idem_q	 q;
 	char		 id[24], lease[24];
 	const char	*vals[4] = { id, req->txn.lease_token, NULL, lease };
+	long long	 sent;
 	int		 rc;
 
 	idem_fmt_int(id, (long long)req->txn.record_id);
@@ -423,11 +503,32 @@ renew(idem_req *req)
 	q.sql = sql_advance;
 	q.n = 4;
 	q.vals = vals;
+	sent = idem_now_us();
 	rc = idem_pipeline(req->db, req->stmts, &q, 1, &req->round_trips);
 	idem_pipeline_clear(&q, 1);
+	if (rc == 0)
+		req->txn.lease_sent_us = sent;
 	if (rc == IDEM_RC_TRANSIENT && !idem_db_broken(req->db))
 		req->txn.retry_later = lost_key;
 	return rc == 0 ? 0 : -1;
+}
+
+/* One statement of a failed phase's cleanup, answered within
+ * CLEANUP_BOUND_MS or given up (the connection with it); its result, or
+ * NULL. */
+static PGresult *
+cleanup_exec(idem_req *req, const char *sql, int n, const char *const *vals)
+{
+	PGresult	*r;
+
+	if (idem_db_exec_until(req->db, sql, n, vals, idem_now_us() +
+	    CLEANUP_BOUND_MS * 1000LL, &r) == IDEM_TIMED_LATE) {
+		idem_log(IDEM_LOG_WARN, "db: no answer within %d ms to "
+		    "\"%.24s\": its connection is given up", CLEANUP_BOUND_MS,
+		    sql);
+		idem_db_abandon(req->db);
+	}
+	return r;
 }
 
 /*
@@ -444,7 +545,7 @@ phase_failed(idem_req *req, int rc)
 
 	/* Open, or aborted by a failed flight (a fenced write that raised). */
 	if (req->txn.txn_open || PQtransactionStatus(req->db) != PQTRANS_IDLE)
-		PQclear(PQexec(req->db, "ROLLBACK"));
+		PQclear(cleanup_exec(req, "ROLLBACK", 0, NULL));
 	req->txn.txn_open = 0;
 	idem_defer_free(req);
 	heartbeat_stop(req);
@@ -465,11 +566,13 @@ phase_failed(idem_req *req, int rc)
 			return;
 		}
 	}
-	r = PQexecParams(req->db, "SELECT idem_release($1::bigint, "
-	    "$2::uuid)", 2, NULL, vals, NULL, NULL, 0);
+	/* Bounded: a database that does not answer lets the lease lapse. */
+	r = cleanup_exec(req, "SELECT idem_release($1::bigint, $2::uuid)", 2,
+	    vals);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		idem_log(IDEM_LOG_WARN, "key record %s: its lease could not be "
-		    "released (it lapses): %s", id, PQresultErrorMessage(r));
+		    "released (it lapses): %s", id, r != NULL ?
+		    PQresultErrorMessage(r) : PQerrorMessage(req->db));
 	PQclear(r);
 }
 
@@ -557,7 +660,8 @@ idem_req_phase_pause(idem_req *req)
 	}
 	/* The external call that follows gets a whole lease: it is bounded
 	 * by the phase's deadline, which is shorter. */
-	if (deadline_passed(req))
+	if (deadline_passed(req) ||
+	    idem_req_lease_check(req) != IDEM_LEASE_SURE)
 		return -1;
 	return renew(req);
 }
@@ -566,7 +670,8 @@ int
 idem_req_lease_renew(idem_req *req)
 {
 	if (!req->txn.phased || req->db == NULL || req->txn.txn_open ||
-	    deadline_passed(req))
+	    deadline_passed(req) ||
+	    idem_req_lease_check(req) != IDEM_LEASE_SURE)
 		return -1;
 	return renew(req);
 }
@@ -604,13 +709,15 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	struct idem_q	 update;
 	char		 id[24], lease[24];
 	const char	*vals[4];
+	long long	 sent;
 	int		 rc;
 
 	if (!req->txn.phased || req->db == NULL || next == NULL ||
 	    strlen(next) == 0 ||
 	    strlen(next) >= sizeof(req->txn.recovery_point))
 		return -1;
-	if (deadline_passed(req))
+	if (deadline_passed(req) ||
+	    idem_req_lease_check(req) != IDEM_LEASE_SURE)
 		return -1;
 	fault("before", next);
 	idem_fmt_int(id, (long long)req->txn.record_id);
@@ -625,6 +732,7 @@ idem_req_phase_commit(idem_req *req, const char *next)
 	update.sql = sql_advance;
 	update.n = 4;
 	update.vals = vals;
+	sent = idem_now_us();
 	rc = commit_with(req, &update, NULL);
 	if (rc != 0) {
 		if (rc == IDEM_RC_TRANSIENT && !idem_db_broken(req->db))
@@ -632,6 +740,7 @@ idem_req_phase_commit(idem_req *req, const char *next)
 		return -1;
 	}
 	strcpy(req->txn.recovery_point, next);
+	req->txn.lease_sent_us = sent;
 	req->txn.phase_started_us = idem_now_us();
 	idem_heartbeat_until(req->app->heartbeat, req->txn.hb,
 	    lease_until_us(req));
@@ -958,6 +1067,7 @@ idem_idempotent_run(idem_req *req)
 	const PGresult		*r;
 	struct wait		 w = { WAIT_UNASKED, 0, 0, 0, 0 };
 	size_t			 nq;
+	long long		 sent;
 	int			 rc, waiting;
 
 	req->txn.phased = (req->route->flags & IDEM_ROUTE_PHASED) != 0;
@@ -1001,11 +1111,13 @@ again:
 	nq = 2;
 	if (req->txn.phased)
 		q[nq++].sql = "COMMIT";
+	sent = idem_now_us();
 	rc = idem_pipeline(req->db, req->stmts, q, nq, &req->round_trips);
 	if (rc == IDEM_RC_TRANSIENT && idem_db_broken(req->db)) {
 		/* Nothing happened yet: once more, on a re-established one. */
 		idem_pipeline_clear(q, nq);
 		idem_req_conn_release(req);
+		sent = idem_now_us();
 		if (idem_req_db(req) != NULL)
 			rc = idem_pipeline(req->db, req->stmts, q, nq,
 			    &req->round_trips);
@@ -1037,6 +1149,8 @@ again:
 			    C_INSERTED : C_ID);
 			strcpy(req->txn.recovery_point, row.inserted ?
 			    "started" : PQgetvalue(r, 0, C_POINT));
+			/* The claim took the lease: proven from its sending. */
+			req->txn.lease_sent_us = sent;
 		}
 		idem_pipeline_clear(q, nq);
 		wait_executes(req, &w);

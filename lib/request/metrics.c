@@ -316,7 +316,7 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 {
 	struct idem_metrics	*m = app->metrics;
 	const struct idem_route	*rt;
-	unsigned long long	 renewed, lost;
+	unsigned long long	 renewed, lost, hb_failed;
 	unsigned		 idle, busy;
 	PGresult		*r = NULL;
 	size_t			 i, o;
@@ -398,7 +398,7 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	    "# TYPE idem_keys_completed_total counter\n"
 	    "idem_keys_completed_total %llu\n", atomic_load(&m->completed));
 	/* Kept by the heartbeat itself (a lower layer), read here. */
-	idem_heartbeat_counts(app->heartbeat, &renewed, &lost);
+	idem_heartbeat_counts(app->heartbeat, &renewed, &lost, &hb_failed);
 	idem_buf_addf(b, "# HELP idem_lease_renewals_total Leases renewed "
 	    "by this process's heartbeat.\n"
 	    "# TYPE idem_lease_renewals_total counter\n"
@@ -407,6 +407,11 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	    "the heartbeat could not renew (database error, or no longer "
 	    "held).\n# TYPE idem_lease_renewal_failures_total counter\n"
 	    "idem_lease_renewal_failures_total %llu\n", lost);
+	idem_buf_addf(b, "# HELP idem_heartbeat_renewals_failed_total "
+	    "Renewal attempts of the heartbeat that failed or had no answer "
+	    "within half an interval (cancelled, on a new session next).\n"
+	    "# TYPE idem_heartbeat_renewals_failed_total counter\n"
+	    "idem_heartbeat_renewals_failed_total %llu\n", hb_failed);
 	idem_buf_addf(b, "# HELP idem_janitor_last_success_timestamp_seconds "
 	    "When this process's janitor last finished a run without a "
 	    "database error (0: never).\n"

@@ -39,6 +39,9 @@ idem_req_phases(idem_req *req, const struct idem_phase *table, void *arg)
 		}
 	}
 	for (; table[i].point != NULL; i++) {
+		/* A phase starts only on a lease still proven ours. */
+		if (idem_req_lease_check(req) != IDEM_LEASE_SURE)
+			return -1;
 		rc = table[i].fn(req, arg);
 		switch (idem_phase_step(rc, req->status != 0,
 		    table[i + 1].point == NULL)) {

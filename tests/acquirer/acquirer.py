@@ -30,10 +30,13 @@ The answer depends on the mode:
             looked up) and then the answer is held back 8 s: the client
             gives up first, the charge exists anyway
   hold      as approve, but the answer is held until POST /release (or
-            20 s): the test decides what happens while the app waits
+            20 s): the test decides what happens while the app waits; a
+            client that closes its connection meanwhile ends the call
   slow      as approve, but the answer is sent only after a delay
             (POST /control's "delay", seconds, default 30): a long
-            external call during which the app is alive
+            external call during which the app is alive; a client that
+            closes its connection meanwhile ends the call there (the
+            server stops working on it, as one whose client hung up)
 
 Control and inspection (JSON in, JSON out):
 
@@ -44,11 +47,19 @@ Control and inspection (JSON in, JSON out):
                                          again (one-shots queue up)
   GET  /stats   {"charges": N, "calls": M, "conflicts": C, "mode": ...,
                  "pending": [[mode, left], ...], "held": H,
+                 "overlaps": O,
                  "by_key": {KEY: {"charges": 0|1, "calls": k, "id": ...,
                                   "status": ..., "amount": ...,
-                                  "currency": ..., "reference": ...}}}
+                                  "currency": ..., "reference": ...,
+                                  "spans": [[start, end], ...],
+                                  "overlaps": o}}}
                 charges: charges created (one per key at most);
-                calls: POST /charges received (any outcome)
+                calls: POST /charges received (any outcome);
+                spans: each call under the key, from the moment it was
+                read to the moment it ended (answered, or its client
+                gone), on CLOCK_MONOTONIC (seconds; end null while in
+                flight); overlaps: calls that began while another call
+                under the same key was in flight (O: all keys)
   POST /release answer every held call now (see hold); {"released": N}
   POST /reset   forget all charges and counters, mode approve
 
@@ -58,7 +69,9 @@ Standard library only.
 import argparse
 import json
 import os
+import select
 import signal
+import socket
 import sys
 import threading
 import time
@@ -80,6 +93,7 @@ class State:
         self.charges = 0
         self.calls = 0
         self.conflicts = 0
+        self.overlaps = 0
         self.by_key = {}
         self.seq = 0
         self.held = 0                   # calls waiting for /release
@@ -102,6 +116,7 @@ class State:
         with self.lock:
             return {"charges": self.charges, "calls": self.calls,
                     "conflicts": self.conflicts, "mode": self.mode,
+                    "overlaps": self.overlaps,
                     "held": self.held,
                     "pending": [list(p) for p in self.pending],
                     "by_key": json.loads(json.dumps(self.by_key))}
@@ -217,11 +232,47 @@ class Handler(BaseHTTPRequestHandler):
         params = {"amount": b["amount"], "currency": b["currency"],
                   "reference": b["reference"]}
         with STATE.lock:
-            mode = STATE.next_mode()
             rec = STATE.by_key.get(key)
             if rec is None:
                 rec = STATE.by_key[key] = dict(params, charges=0, calls=0,
-                                               id=None, status=None)
+                                               id=None, status=None,
+                                               spans=[], overlaps=0)
+            span = [time.monotonic(), None]
+            if any(sp[1] is None for sp in rec["spans"]):
+                rec["overlaps"] += 1
+                STATE.overlaps += 1
+                log("charge %s: begins while another call under the key "
+                    "is in flight" % key)
+            rec["spans"].append(span)
+        try:
+            return self.charge_key(key, params, rec)
+        finally:
+            with STATE.lock:
+                span[1] = time.monotonic()
+
+    def client_gone(self, seconds, ev=None):
+        """Wait up to seconds (or until ev is set); True as soon as the
+        client has closed its connection (it sends nothing more after its
+        request)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or (ev is not None and ev.is_set()):
+                return False
+            if ev is not None:
+                left = min(left, 0.02)  # looks at ev as often
+            r, _, _ = select.select([self.connection], [], [], min(left, 0.5))
+            if r:
+                try:
+                    if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                        return True
+                except OSError:
+                    return True
+                time.sleep(min(left, 0.02))     # bytes after the request
+
+    def charge_key(self, key, params, rec):
+        with STATE.lock:
+            mode = STATE.next_mode()
             rec["calls"] += 1
             if mode == "fail":
                 log("charge %s: fail (500)" % key)
@@ -256,14 +307,18 @@ class Handler(BaseHTTPRequestHandler):
             log("charge %s: holding the answer %.0f s" % (key, TIMEOUT_S))
             time.sleep(TIMEOUT_S)
         if mode == "slow":
-            log("charge %s: answering in %.0f s" % (key, STATE.slow_s))
-            time.sleep(STATE.slow_s)
+            log("charge %s: answering in %.1f s" % (key, STATE.slow_s))
+            if self.client_gone(STATE.slow_s):
+                log("charge %s: the client went away: call ended" % key)
+                return None
         if mode == "hold":
             with STATE.lock:
                 STATE.held += 1
                 ev = STATE.release
             log("charge %s: held until released" % key)
-            ev.wait(HOLD_MAX_S)
+            if self.client_gone(HOLD_MAX_S, ev):
+                log("charge %s: the client went away: call ended" % key)
+                return None
         return self.answer(*resp)
 
 

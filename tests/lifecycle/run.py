@@ -132,6 +132,7 @@ def main():
     import checks  # noqa: F401 (registers the checks)
     import exactly_once  # noqa: F401 (and the interleaving matrix)
     import leases  # noqa: F401 (and the heartbeat's leases)
+    import lease_stall  # noqa: F401 (and an owner whose heartbeat stalls)
     import completer  # noqa: F401 (and the completer's schedule)
     import webhooks  # noqa: F401 (and the outbox through a PG restart)
     # The teardown check stops the fixtures: it goes last (a stable sort).
