@@ -241,6 +241,32 @@ def atomic(db, args, tmp, ctl):
        db.sql("SELECT idem_zz_broken()", SCRATCH) == "0",
        "fixed, the next migrate applies the migration and then the "
        "function that reads its table", out)
+    signature_change(db, sql, conf, ctl)
+
+
+def signature_change(db, sql, conf, ctl):
+    """A new signature needs the old one dropped, by a numbered migration
+    that commits with the file (a new return type is refused otherwise,
+    new arguments would leave an overload: check_files counts them)."""
+    fn = os.path.join(sql, "functions", "idem_zz_broken.sql")
+    write(fn, "CREATE OR REPLACE FUNCTION idem_zz_broken()\n"
+          "RETURNS text\nLANGUAGE sql STABLE AS $$\n\tSELECT 'x'\n$$;\n")
+    rc, out = migrate(ctl, conf, sql)
+    ok(rc == 1 and "idem_zz_broken.sql" in out,
+       "a file that changes a function's return type alone fails migrate",
+       out)
+    write(os.path.join(sql, "998_sig.sql"),
+          "DROP FUNCTION idem_zz_broken();\n")
+    write(fn, "CREATE OR REPLACE FUNCTION idem_zz_broken(p bigint)\n"
+          "RETURNS text\nLANGUAGE sql STABLE AS $$\n\tSELECT p::text\n$$;\n")
+    rc, out = migrate(ctl, conf, sql)
+    got = db.sql("SELECT string_agg(oid::regprocedure::text || ' ' || "
+                 "prorettype::regtype::text, ',') FROM pg_proc WHERE "
+                 "proname = 'idem_zz_broken'", SCRATCH)
+    ok(rc == 0 and got == "idem_zz_broken(bigint) text" and
+       db.sql("SELECT idem_zz_broken(7)", SCRATCH) == "7",
+       "with a migration dropping the old signature it applies: only the "
+       "new signature is left", "%s\n%s" % (out, got))
 
 
 def main():
