@@ -17,7 +17,7 @@ CREATE INDEX idempotency_keys_created_at ON idempotency_keys
 	(created_at, expires_at);
 
 -- Eviction deletes from the head of the expires_at and created_at indexes,
--- and every index scan from there (the gauges below, the next batch) steps
+-- and every index scan from there (the store gauges, the next batch) steps
 -- over the dead entries until VACUUM removes them: 300,000 of them cost a
 -- scrape 12-16 ms, after VACUUM 3 ms (tests/bench/store-scale).  Vacuum
 -- once 1 % of the rows are dead instead of 20 %, so the head stays short.

@@ -1,5 +1,5 @@
--- idem_evict_horizon_lower.sql: the trigger (sql/012) that lowers the
--- eviction horizon to a past-dated record; the lock first, so that it waits
+-- idem_evict_horizon_lower.sql: the function of the trigger (sql/012) that
+-- lowers the eviction horizon to a past-dated record; the lock first, so that it waits
 -- for an eviction batch that is moving it (and then sees its value).  Once
 -- lowered, the horizon stays locked by this transaction until it ends: what
 -- it was lowered to is remembered for the transaction (a local setting,
