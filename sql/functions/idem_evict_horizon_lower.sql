@@ -1,11 +1,11 @@
 -- idem_evict_horizon_lower.sql: the function of the trigger (sql/012) that
--- lowers the eviction horizon to a past-dated record; the lock first, so that it waits
--- for an eviction batch that is moving it (and then sees its value).  Once
--- lowered, the horizon stays locked by this transaction until it ends: what
--- it was lowered to is remembered for the transaction (a local setting,
--- undone with a rolled back savepoint as the update is), and a record at or
--- above it costs no statement (a bulk load of past-dated records: about 12
--- us a record instead of 95).
+-- lowers the eviction horizon to a past-dated record; the lock first, so
+-- that it waits for an eviction batch that is moving it (and then sees its
+-- value).  Once lowered, the horizon stays locked by this transaction until
+-- it ends: what it was lowered to is remembered for the transaction (a
+-- local setting, undone with a rolled back savepoint as the update is), and
+-- a record at or above it costs no statement (a bulk load of past-dated
+-- records: about 12 us a record instead of 95).
 CREATE OR REPLACE FUNCTION idem_evict_horizon_lower()
 RETURNS trigger
 LANGUAGE plpgsql AS $$
