@@ -745,7 +745,8 @@ struct idem_db_settings {
 PGconn		*idem_db_open(const char *config,
 		    struct idem_db_settings *set, char *err, size_t errlen);
 /*
- * Apply dir/\*.sql in name order, each once; returns files applied or -1.
+ * Apply dir/\*.sql in name order, each once, then dir/functions/\*.sql
+ * (every time), in one transaction; returns migrations applied or -1.
  * A database records a migration by its file name alone, so the names of
  * all the directories migrated into one database must differ.
  */

@@ -9,15 +9,6 @@
 -- Only lease_until moves: locked_at stays when the lease was taken or a
 -- phase last committed (what operators and the tests read as its age).
 -- Returns the ids renewed; the caller counts the others as lost.
-
-CREATE FUNCTION idem_renew(p_ids bigint[], p_tokens uuid[],
-    p_lease_ms bigint[])
-RETURNS SETOF bigint
-LANGUAGE sql VOLATILE AS $$
-	UPDATE idempotency_keys k
-	    SET lease_until = now() + u.ms * interval '1 millisecond'
-	  FROM unnest(p_ids, p_tokens, p_lease_ms) AS u(id, token, ms)
-	  WHERE k.id = u.id AND k.lease_token = u.token
-	    AND k.state = 'in_progress'
-	  RETURNING k.id
-$$;
+--
+-- The functions it defined, as they are now: sql/functions/
+-- (idem_renew.sql), applied by idemctl migrate after the migrations.

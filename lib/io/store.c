@@ -58,56 +58,129 @@ sql_filter(const struct dirent *d)
 	    d->d_name[0] != '.';
 }
 
-/* One migration in its own transaction, serialised across processes. */
+/* A migration or a function file: the statements of a file, run. */
+static int
+exec_file(PGconn *db, const char *dir, const char *name, char *err,
+    size_t errlen)
+{
+	char		 path[4096], *sql;
+	PGresult	*r;
+	int		 rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if ((sql = slurp(path)) == NULL) {
+		snprintf(err, errlen, "%s: cannot read", path);
+		return -1;
+	}
+	r = PQexec(db, sql);
+	free(sql);
+	/* A migration whose functions moved to functions/ holds only its
+	 * comments now. */
+	rc = PQresultStatus(r) == PGRES_EMPTY_QUERY ? 0 :
+	    exec_ok(db, r, err, errlen);
+	PQclear(r);
+	if (rc == -1) {
+		size_t l = strlen(err);
+		snprintf(err + l, errlen - l, " (in %s)", name);
+	}
+	return rc;
+}
+
+/* One numbered migration unless it is recorded as applied: 1 applied, 0
+ * applied before, -1. */
 static int
 migrate_one(PGconn *db, const char *dir, const char *name, char *err,
     size_t errlen)
 {
 	const char	*vals[1] = { name };
-	char		 path[4096], *sql;
 	PGresult	*r;
-	int		 done, rc = -1;
+	int		 done;
+
+	r = PQexecParams(db, "SELECT 1 FROM idem_migrations WHERE name = $1",
+	    1, NULL, vals, NULL, NULL, 0);
+	if (exec_ok(db, r, err, errlen) == -1) {
+		PQclear(r);
+		return -1;
+	}
+	done = PQntuples(r) > 0;
+	PQclear(r);
+	if (done)
+		return 0;
+	if (exec_file(db, dir, name, err, errlen) == -1)
+		return -1;
+	r = PQexecParams(db, "INSERT INTO idem_migrations (name) VALUES ($1)",
+	    1, NULL, vals, NULL, NULL, 0);
+	done = exec_ok(db, r, err, errlen);
+	PQclear(r);
+	return done == -1 ? -1 : 1;
+}
+
+/*
+ * dir/functions/\*.sql, every time: each file is one function's current
+ * definition (CREATE OR REPLACE).  Twice: first without checking bodies,
+ * so that a LANGUAGE sql function may call one whose file comes later in
+ * name order, then with them checked, now that every function exists.
+ */
+static int
+apply_functions(PGconn *db, const char *dir, char *err, size_t errlen)
+{
+	struct dirent	**ents;
+	char		  fdir[4096];
+	const char	 *check[2] = {
+		"SET LOCAL check_function_bodies = off",
+		"SET LOCAL check_function_bodies = on" };
+	PGresult	 *r;
+	int		  n, i, pass, rc = 0;
+
+	snprintf(fdir, sizeof(fdir), "%s/functions", dir);
+	if ((n = scandir(fdir, &ents, sql_filter, alphasort)) < 0)
+		return 0;		/* none: an application's own dir */
+	for (pass = 0; pass < 2 && rc == 0; pass++) {
+		r = PQexec(db, check[pass]);
+		rc = exec_ok(db, r, err, errlen);
+		PQclear(r);
+		for (i = 0; i < n && rc == 0; i++)
+			rc = exec_file(db, fdir, ents[i]->d_name, err, errlen);
+	}
+	for (i = 0; i < n; i++)
+		free(ents[i]);
+	free(ents);
+	return rc;
+}
+
+/*
+ * The migrations not yet applied, in name order, then the functions, in
+ * one transaction under a lock that serialises migrate across processes:
+ * a migration that drops a function's old signature commits with the
+ * file that creates the new one, so no session ever finds it missing.
+ */
+static int
+migrate_all(PGconn *db, const char *dir, struct dirent **ents, int n,
+    char *err, size_t errlen)
+{
+	PGresult	*r;
+	int		 i, rc, applied = 0;
 
 	r = PQexec(db, "BEGIN; SELECT pg_advisory_xact_lock(" MIGRATE_LOCK
 	    ")");
-	if (exec_ok(db, r, err, errlen) == -1)
-		goto out;
+	rc = exec_ok(db, r, err, errlen);
 	PQclear(r);
-	r = PQexecParams(db, "SELECT 1 FROM idem_migrations WHERE name = $1",
-	    1, NULL, vals, NULL, NULL, 0);
-	if (exec_ok(db, r, err, errlen) == -1)
-		goto out;
-	done = PQntuples(r) > 0;
-	PQclear(r);
-	r = NULL;
-	if (done) {
-		rc = 0;
-		goto out;
+	for (i = 0; i < n && rc != -1; i++)
+		if ((rc = migrate_one(db, dir, ents[i]->d_name, err,
+		    errlen)) == 1)
+			applied++;
+	if (rc != -1)
+		rc = apply_functions(db, dir, err, errlen);
+	if (rc != -1) {
+		r = PQexec(db, "COMMIT");
+		rc = exec_ok(db, r, err, errlen);
+		PQclear(r);
 	}
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	if ((sql = slurp(path)) == NULL) {
-		snprintf(err, errlen, "%s: cannot read", path);
-		goto out;
-	}
-	r = PQexec(db, sql);
-	free(sql);
-	if (exec_ok(db, r, err, errlen) == -1)
-		goto out;
-	PQclear(r);
-	r = PQexecParams(db, "INSERT INTO idem_migrations (name) VALUES ($1)",
-	    1, NULL, vals, NULL, NULL, 0);
-	if (exec_ok(db, r, err, errlen) == -1)
-		goto out;
-	PQclear(r);
-	r = PQexec(db, "COMMIT");
-	if (exec_ok(db, r, err, errlen) == -1)
-		goto out;
-	rc = 1;
-out:
-	PQclear(r);
-	if (rc <= 0)
+	if (rc == -1) {
 		PQclear(PQexec(db, "ROLLBACK"));
-	return rc;
+		return -1;
+	}
+	return applied;
 }
 
 PGconn *
@@ -151,7 +224,7 @@ idem_migrate(PGconn *db, const char *dir, char *err, size_t errlen)
 {
 	struct dirent	**ents;
 	PGresult	 *r;
-	int		  n, i, rc, applied = 0;
+	int		  n, i, rc;
 
 	r = PQexec(db, "CREATE TABLE IF NOT EXISTS idem_migrations ("
 	    " name text PRIMARY KEY,"
@@ -164,21 +237,11 @@ idem_migrate(PGconn *db, const char *dir, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: cannot read directory", dir);
 		return -1;
 	}
-	for (i = 0; i < n; i++) {
-		if (applied >= 0) {
-			rc = migrate_one(db, dir, ents[i]->d_name, err, errlen);
-			if (rc == -1) {
-				size_t l = strlen(err);
-				snprintf(err + l, errlen - l, " (in %s)",
-				    ents[i]->d_name);
-				applied = -1;
-			} else
-				applied += rc;
-		}
+	rc = migrate_all(db, dir, ents, n, err, errlen);
+	for (i = 0; i < n; i++)
 		free(ents[i]);
-	}
 	free(ents);
-	return applied;
+	return rc;
 }
 
 int

@@ -68,16 +68,17 @@ check "idem.pc is installed in PREFIX/lib/pkgconfig" "$PC missing" \
     test -f "$PC"
 check "idem.h is installed in PREFIX/include" "$PREFIX/include/idem.h missing" \
     test -f "$PREFIX/include/idem.h"
-# every migration of the tree, the library's and the sample's (a file left
-# out of Makefile.am's lists would leave the installed schema behind)
-for d in sql apps/payments/sql; do
+# every migration of the tree, the library's and the sample's, and every
+# file of sql/functions (a file left out of Makefile.am's lists would leave
+# the installed schema behind)
+for d in sql sql/functions apps/payments/sql; do
 	inst=$PREFIX/share/idem/${d#apps/}
 	want=$(cd "$SRCDIR/$d" && ls -- *.sql)
 	have=$(cd "$inst" 2>/dev/null && ls -- *.sql)
 	if [ "$want" = "$have" ]; then
-		ok "PREFIX/share/idem/${d#apps/} holds every migration of $d ($(wc -w <<<"$want"))"
+		ok "PREFIX/share/idem/${d#apps/} holds every .sql file of $d ($(wc -w <<<"$want"))"
 	else
-		nok "PREFIX/share/idem/${d#apps/} holds every migration of $d" \
+		nok "PREFIX/share/idem/${d#apps/} holds every .sql file of $d" \
 		    "$(diff <(echo "$want") <(echo "$have"))"
 	fi
 done
