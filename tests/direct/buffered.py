@@ -14,7 +14,6 @@ gives its room back at once.  Prints TAP.  Usage:
   buffered.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
-import argparse
 import json
 import os
 import re
@@ -26,6 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
+from direct import run_args  # noqa: E402
 from direct import (App, api_key, done, instrumented, ok,  # noqa: E402
                     wait_for, write_conf)
 from slowpeers import (BODY, connect_unix, params, record,  # noqa: E402
@@ -90,10 +90,7 @@ def answer_of(s):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    for o in ("--builddir", "--srcdir", "--pghost", "--pgport"):
-        ap.add_argument(o, required=True)
-    a = ap.parse_args()
+    a = run_args()
     tmp = tempfile.mkdtemp(prefix="idem-buffered.")
     conf = os.path.join(tmp, "app.ini")
     write_conf(conf, a.pghost, a.pgport,

@@ -3,6 +3,7 @@ API key, a payments.fcgi on its own socket, requests sent with cgi-fcgi;
 a database of a test's own (psql), the eviction lock held, and scrapes of
 a [metrics] listen socket."""
 
+import argparse
 import json
 import os
 import re
@@ -47,6 +48,14 @@ def missing(name, why):
     FAILED += 1 if failed else 0
     print(line.replace(" - ", " %d - " % N, 1))
     sys.stdout.flush()
+
+
+def run_args():
+    """The arguments tests/run gives every program here."""
+    ap = argparse.ArgumentParser()
+    for o in ("--builddir", "--srcdir", "--pghost", "--pgport"):
+        ap.add_argument(o, required=True)
+    return ap.parse_args()
 
 
 def done():

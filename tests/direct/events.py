@@ -13,7 +13,6 @@ Prints TAP.  Usage:
   events.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
-import argparse
 import http.server
 import os
 import re
@@ -26,6 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
+from direct import run_args  # noqa: E402
 from direct import Db, api_key, conf_text, done, ok, write  # noqa: E402
 
 DB = "idem_events_cli"
@@ -241,10 +241,7 @@ def ordered_take(a, tmp):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    for a in ("--builddir", "--srcdir", "--pghost", "--pgport"):
-        ap.add_argument(a, required=True)
-    a = ap.parse_args()
+    a = run_args()
     tmp = tempfile.mkdtemp(prefix="idem-events-")
     d, conf = fresh_db(a, tmp, DB)
     api_key(a.builddir, a.srcdir, conf, "acme")

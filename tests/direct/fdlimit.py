@@ -13,7 +13,6 @@ failed accepts.  Prints TAP.  Usage:
   fdlimit.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
-import argparse
 import os
 import re
 import resource
@@ -26,6 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
+from direct import run_args  # noqa: E402
 from direct import (App, api_key, done, free_port, ok, scrape,  # noqa
                     wait_for, write_conf)
 from slowpeers import connect_unix, fds, params, timed  # noqa
@@ -111,10 +111,7 @@ def answered_by(s, deadline):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    for o in ("--builddir", "--srcdir", "--pghost", "--pgport"):
-        ap.add_argument(o, required=True)
-    a = ap.parse_args()
+    a = run_args()
     tmp = tempfile.mkdtemp(prefix="idem-fdlimit.")
     conf = os.path.join(tmp, "app.ini")
     mport = free_port()

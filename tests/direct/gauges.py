@@ -10,7 +10,6 @@ Its own database in the suite's cluster.  Prints TAP.  Usage:
   gauges.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
-import argparse
 import os
 import shutil
 import sys
@@ -18,6 +17,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
+from direct import run_args  # noqa: E402
 from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
                     gauge, ok, scrape, wait_for, write)
 
@@ -143,10 +143,7 @@ def run(d, mport, tenant):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    for o in ("--builddir", "--srcdir", "--pghost", "--pgport"):
-        ap.add_argument(o, required=True)
-    a = ap.parse_args()
+    a = run_args()
     tmp = tempfile.mkdtemp(prefix="idem-gauges.")
     name = "idem_gauges_%d" % os.getpid()
     d = Db(a.pghost, a.pgport, name)

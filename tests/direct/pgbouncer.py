@@ -7,7 +7,6 @@ statement unnamed; the outbox's dispatcher (the app's thread and two
   pgbouncer.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
-import argparse
 import os
 import pwd
 import re
@@ -22,15 +21,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 sys.dont_write_bytecode = True
+from direct import run_args  # noqa: E402
 from direct import (App, Db, api_key, done, missing, ok,  # noqa: E402
                     wait_for, write_conf)
 from harness import free_port  # noqa: E402
 
 def main():
-    ap = argparse.ArgumentParser()
-    for o in ("--builddir", "--srcdir", "--pghost", "--pgport"):
-        ap.add_argument(o, required=True)
-    a = ap.parse_args()
+    a = run_args()
     if shutil.which("pgbouncer") is None:
         missing("pgbouncer", "pgbouncer is not installed")
         return done()

@@ -9,7 +9,6 @@ again after.  Its own database in the suite's cluster.  Prints TAP.
 Usage: prometheus.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
-import argparse
 import json
 import os
 import re
@@ -21,6 +20,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
+from direct import run_args  # noqa: E402
 from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
                     missing, ok, wait_for, write)
 
@@ -191,10 +191,7 @@ def end_to_end(a, tmp, alerts):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    for o in ("--builddir", "--srcdir", "--pghost", "--pgport"):
-        ap.add_argument(o, required=True)
-    a = ap.parse_args()
+    a = run_args()
     if shutil.which("promtool") is None or shutil.which("prometheus") is None:
         missing("promtool and prometheus", "promtool/prometheus not "
                 "installed (Debian package prometheus)")

@@ -6,7 +6,6 @@ may be lost and none may execute twice.  Prints TAP.  Usage:
   restart.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
-import argparse
 import os
 import signal
 import subprocess
@@ -17,6 +16,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
+from direct import run_args  # noqa: E402
 from direct import App, Db, api_key, done, ok, wait_for, write_conf  # noqa: E402
 
 CLIENTS = 4
@@ -25,10 +25,7 @@ DEADLINE = 90      # seconds for the whole run
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    for o in ("--builddir", "--srcdir", "--pghost", "--pgport"):
-        ap.add_argument(o, required=True)
-    a = ap.parse_args()
+    a = run_args()
     tmp = tempfile.mkdtemp(prefix="idem-restart.")
     conf = os.path.join(tmp, "app.ini")
     write_conf(conf, a.pghost, a.pgport, "[server]\nthreads = 4\n")

@@ -10,7 +10,6 @@ Prints TAP.  Usage:
   retention.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
-import argparse
 import calendar
 import email.utils
 import json
@@ -25,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
+from direct import run_args  # noqa: E402
 from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
                     gauge, ok, scrape, wait_for, write)
 
@@ -281,10 +281,7 @@ def paced_backlog_leaves_pool(a, tmp, d):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    for o in ("--builddir", "--srcdir", "--pghost", "--pgport"):
-        ap.add_argument(o, required=True)
-    a = ap.parse_args()
+    a = run_args()
     tmp = tempfile.mkdtemp(prefix="idem-retention.")
     name = "idem_retention_%d" % os.getpid()
     d = Db(a.pghost, a.pgport, name)

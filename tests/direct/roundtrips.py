@@ -19,7 +19,6 @@ Prints TAP.  Usage:
   roundtrips.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
-import argparse
 import hashlib
 import os
 import select
@@ -31,6 +30,7 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
+from direct import run_args  # noqa: E402
 from direct import App, api_key, done, ok, wait_for, write_conf  # noqa: E402
 
 class Proxy:
@@ -82,12 +82,7 @@ class Proxy:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--builddir", required=True)
-    ap.add_argument("--srcdir", required=True)
-    ap.add_argument("--pghost", required=True)
-    ap.add_argument("--pgport", required=True)
-    a = ap.parse_args()
+    a = run_args()
 
     tmp = tempfile.mkdtemp(prefix="idem-rt.")
     port = a.pgport

@@ -12,7 +12,6 @@ idem_connections_rejected_total.  Prints TAP.  Usage:
   slowpeers.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
-import argparse
 import json
 import os
 import re
@@ -25,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
+from direct import run_args  # noqa: E402
 from direct import App, api_key, done, ok, wait_for, write_conf  # noqa: E402
 import httpc  # noqa: E402  (tests/integration, on the path via direct)
 
@@ -121,10 +121,7 @@ def rejected(sock):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    for o in ("--builddir", "--srcdir", "--pghost", "--pgport"):
-        ap.add_argument(o, required=True)
-    a = ap.parse_args()
+    a = run_args()
     tmp = tempfile.mkdtemp(prefix="idem-slowpeers.")
     conf = os.path.join(tmp, "app.ini")
     write_conf(conf, a.pghost, a.pgport,

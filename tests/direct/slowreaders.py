@@ -17,7 +17,6 @@ Usage:
   slowreaders.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
-import argparse
 import os
 import re
 import select
@@ -30,6 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
+from direct import run_args  # noqa: E402
 from direct import (App, api_key, done, free_port, ok, wait_for,  # noqa
                     write_conf)
 from slowpeers import (BODY, connect_unix, fds, params, record,  # noqa
@@ -107,10 +107,7 @@ def buffered(sock):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    for o in ("--builddir", "--srcdir", "--pghost", "--pgport"):
-        ap.add_argument(o, required=True)
-    a = ap.parse_args()
+    a = run_args()
     tmp = tempfile.mkdtemp(prefix="idem-slowreaders.")
     conf = os.path.join(tmp, "app.ini")
     write_conf(conf, a.pghost, a.pgport,

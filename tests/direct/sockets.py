@@ -12,7 +12,6 @@ Usage:
   sockets.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
-import argparse
 import os
 import re
 import socket
@@ -25,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
+from direct import run_args  # noqa: E402
 from direct import (App, api_key, done, free_port, ok, wait_for,  # noqa
                     write_conf)
 import httpc  # noqa: E402  (tests/integration, on the path via direct)
@@ -150,10 +150,7 @@ def mode_of(path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    for o in ("--builddir", "--srcdir", "--pghost", "--pgport"):
-        ap.add_argument(o, required=True)
-    a = ap.parse_args()
+    a = run_args()
     tmp = tempfile.mkdtemp(prefix="idem-sockets.")
     os.chmod(tmp, 0o755)        # nobody may reach the sockets' files
     conf = os.path.join(tmp, "app.ini")

@@ -24,7 +24,6 @@ Every wait is for a condition with a deadline.  Prints TAP.  Usage:
   waiters.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -38,6 +37,7 @@ TESTS = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(TESTS, "lifecycle"))
 sys.dont_write_bytecode = True
+from direct import run_args  # noqa: E402
 from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
                     gauge, ok, scrape, wait_for, write)
 from lcenv import Simulator  # noqa: E402
@@ -337,10 +337,7 @@ def tenant_bound(run):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    for o in ("--builddir", "--srcdir", "--pghost", "--pgport"):
-        ap.add_argument(o, required=True)
-    a = ap.parse_args()
+    a = run_args()
     tmp = tempfile.mkdtemp(prefix="idem-waiters.")
     run = None
     try:

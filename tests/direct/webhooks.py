@@ -17,7 +17,6 @@ Every wait is for a condition with a deadline.  Prints TAP.  Usage:
   webhooks.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
 
-import argparse
 import json
 import os
 import re
@@ -32,6 +31,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(TESTS, "lib"))
 sys.path.insert(0, os.path.join(TESTS, "lifecycle"))
 sys.dont_write_bytecode = True
+from direct import run_args  # noqa: E402
 from direct import App, Db, api_key, conf_text, done, ok, wait_for, write  # noqa: E402
 from lcenv import Simulator  # noqa: E402
 from webhook_receiver import Receiver, verify  # noqa: E402
@@ -118,10 +118,7 @@ def delivered(rcv, obj_id, etype):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    for o in ("--builddir", "--srcdir", "--pghost", "--pgport"):
-        ap.add_argument(o, required=True)
-    a = ap.parse_args()
+    a = run_args()
     tmp = tempfile.mkdtemp(prefix="idem-webhooks.")
     rcv = Receiver()
     r = None
