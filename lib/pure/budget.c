@@ -1,6 +1,7 @@
 /*
  * budget.c - who may take how much of [server] max_buffered (budget.h).
  */
+#include "config.h"	/* configure's switches: rebuilt when they change */
 #include "budget.h"
 
 /* The most held once a holding of n bytes of kind is admitted. */

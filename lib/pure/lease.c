@@ -2,6 +2,7 @@
  * lease.c - until when an owner may act on its lease, from the instants
  * its claims and renewals were sent (lease.h).
  */
+#include "config.h"	/* configure's switches: rebuilt when they change */
 #include "lease.h"
 
 long long
