@@ -1,5 +1,6 @@
 /*
- * idem.h - the one public header of libidem.
+ * idem.h - libidem for a handler's author: the application, its routes,
+ * requests and responses; the operator's calls are in idem_admin.h.
  *
  * libidem is a FastCGI runtime (a pool of worker threads on a listening
  * socket) with an idempotency middleware: a route marked IDEM_ROUTE_IDEMPOTENT
@@ -727,55 +728,6 @@ const char	*idem_webhook_verdict_name(enum idem_webhook_verdict v);
 /* A new secret "whsec_" + base64 of 24 random bytes into out
  * (NUL-terminated; IDEM_WEBHOOK_SECRET_MAX is enough): 0, or -1. */
 int		 idem_webhook_secret_new(char *out, size_t outlen);
-
-/* --- operations (idemctl) ---------------------------------------------- */
-
-/*
- * Connect as idemctl does: read the config file (NULL: none, the PG*
- * environment), accepting any key of the application's sections, and
- * connect within its [database] acquire_timeout.  Fills set (when not
- * NULL) with what the operations below take from the file.  The
- * connection (PQfinish() it), or NULL with the reason in err.
- */
-struct idem_db_settings {
-	long long	lock_timeout_ms;	/* [idempotency] lock_timeout */
-	long		evict_batch;		/* [idempotency] evict_batch */
-	char		problem_base[256];	/* [server] problem_base */
-};
-PGconn		*idem_db_open(const char *config,
-		    struct idem_db_settings *set, char *err, size_t errlen);
-/*
- * Apply dir/\*.sql in name order, each once, then dir/functions/\*.sql
- * (every time), in one transaction; returns migrations applied or -1.
- * A database records a migration by its file name alone, so the names of
- * all the directories migrated into one database must differ.
- */
-int		 idem_migrate(PGconn *db, const char *dir, char *err,
-		    size_t errlen);
-/* Create an API key; writes the secret (NUL-terminated) to secret. */
-int		 idem_api_key_create(PGconn *db, const char *name,
-		    char *secret, size_t secretlen, int64_t *id);
-/*
- * Delete expired records in batches, each under a fleet-wide lock: the
- * completed ones, and those in progress that never passed a recovery
- * point and whose lease lapsed.  An unfinished phased record (past a
- * recovery point: its effects may exist) is never evicted; it is left for
- * the completer and reported.  lock_timeout_ms is unused (leases carry
- * their end).  Fills evicted.  0, -1 on error, 1 when another process is
- * evicting.
- */
-int		 idem_evict(PGconn *db, long batch, long max_batches,
-		    long long lock_timeout_ms, long *evicted);
-/*
- * Delete, the same way, the traces that routes with remember keep of
- * evicted records once their window has passed.  Fills forgotten.  0, -1
- * on error, 1 when another process is evicting.
- */
-int		 idem_forget(PGconn *db, long batch, long max_batches,
-		    long *forgotten);
-/* Release in_progress records whose lock is older than lock_timeout. */
-int		 idem_reclaim(PGconn *db, long long lock_timeout_ms,
-		    long *reclaimed);
 
 #ifdef __cplusplus
 }
