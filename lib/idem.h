@@ -1,11 +1,7 @@
 /*
- * idem.h - the one public header of libidem.
- *
- * libidem is a FastCGI runtime (a pool of worker threads on a listening
- * socket) with an idempotency middleware: a route marked IDEM_ROUTE_IDEMPOTENT
- * runs its handler inside the same PostgreSQL transaction that records the
- * request's Idempotency-Key, so a retried request replays the stored
- * response instead of executing twice.  See idem(3).
+ * idem.h - libidem for a handler's author: the application, its routes,
+ * requests and responses (the operator's calls are in idem_admin.h).
+ * Each function is described in its man page; idem(3) is the overview.
  */
 #ifndef IDEM_H
 #define IDEM_H
@@ -25,13 +21,8 @@ extern "C" {
 typedef struct idem_app idem_app;	/* the program: config, routes, pool */
 typedef struct idem_req idem_req;	/* one request and its response */
 
-/*
- * A handler fills the response of req and returns 0, or returns -1 on a
- * failure it could not turn into a response (that becomes a 500, or a 503
- * when no database connection could be had).  On an idempotent route a
- * 2xx/4xx response is committed together with the handler's effect; a 5xx
- * or -1 rolls everything back so that a retry executes afresh.
- */
+/* A handler sets req's response and returns 0, or -1 (a 500; a 503 when no
+ * database connection could be had).  idem(3). */
 typedef int (*idem_handler_fn)(idem_req *req, void *arg);
 
 /* Route flags. */
@@ -71,15 +62,8 @@ int		 idem_app_route(idem_app *app, const char *method,
 		    const char *pattern, unsigned flags,
 		    idem_handler_fn fn, void *arg);
 
-/*
- * Define an application's own problem type (type URI ending in slug, its
- * status, its title, and the sentence of its documentation page, NULL:
- * the title) for idem_resp_problem(); before idem_app_run().  The value
- * to pass, past IDEM_P__MAX, or -1 (bad slug, status, title or doc, a
- * slug already defined, too many, out of memory).  409 and 422 are
- * refused: they belong to the key protocol (retry with the same key; use
- * a new key), and a handler's answer is stored and replayed.
- */
+/* An application's own problem type for idem_resp_problem(): its value,
+ * past IDEM_P__MAX, or -1 (409 and 422 refused).  idem_app_new(3). */
 int		 idem_app_problem(idem_app *app, const char *slug, int status,
 		    const char *title, const char *doc);
 
@@ -103,11 +87,8 @@ enum idem_config_type {
 /* idem_app_config_key() with the type its value must have. */
 int		 idem_app_config_key_type(idem_app *app, const char *section,
 		    const char *key, enum idem_config_type type);
-/*
- * Typed values: 1 with *out set, 0 when the key is unset (*out left as
- * the caller's default), -1 when its value is not of that type (possible
- * only for a key declared with another type) or the key is unknown.
- */
+/* Typed values: 1 with *out set, 0 when unset (*out left alone), -1 when
+ * not of that type or unknown. */
 int		 idem_app_config_int(const idem_app *app, const char *section,
 		    const char *key, long long *out);
 int		 idem_app_config_duration_ms(const idem_app *app,
@@ -117,16 +98,13 @@ int		 idem_app_config_size(const idem_app *app, const char *section,
 int		 idem_app_config_bool(const idem_app *app, const char *section,
 		    const char *key, int *out);
 
-/*
- * Parse the command line (-c FILE, -l ADDR, -t N) and load the config
- * (application keys must be allowed first).  0, or an exit status.
- */
+/* Parse the command line (-c FILE, -l ADDR, -t N) and load the config:
+ * 0, or an exit status. */
 int		 idem_app_init(idem_app *app, int argc, char *argv[]);
 /* Serve until SIGTERM/SIGINT, drain, and return the exit status. */
 int		 idem_app_run(idem_app *app);
-/* The exit status when requests were still running at the drain's
- * deadline (they were cut off: their keys are left to the lease); the
- * process then exits at once, idem_app_run() does not return. */
+/* The exit status when requests were cut off at the drain's deadline
+ * (idem_app_run() does not return then). */
 #define IDEM_EXIT_UNDRAINED	3
 /* idem_app_init() then idem_app_run(). */
 int		 idem_app_main(idem_app *app, int argc, char *argv[]);
@@ -148,20 +126,12 @@ int64_t		 idem_req_tenant(const idem_req *req);
 const char	*idem_req_idempotency_key(const idem_req *req);
 const idem_app	*idem_req_app(const idem_req *req);
 
-/*
- * The database connection of this request.  On an idempotent route it is
- * inside the transaction that holds the key record; elsewhere a pooled
- * connection in autocommit.  NULL when none could be had in time.
- */
+/* The request's connection: inside the key's transaction on an idempotent
+ * route, autocommit elsewhere; NULL when none in time.  idem_req_db(3). */
 PGconn		*idem_req_db(idem_req *req);
 
-/*
- * Queue a statement (text parameters, copied) to run in the same round trip
- * as the commit of an idempotent request, after the handler returns.  It
- * must not be able to fail for a reason the handler should answer: a
- * failure rolls everything back (500).  Outside an idempotent route it
- * runs at once.  At most 4 per request.
- */
+/* Queue a statement to run with the commit of an idempotent request (at
+ * most 4; at once elsewhere); a failure rolls back.  idem_req_db(3). */
 int		 idem_req_defer(idem_req *req, const char *sql, int nparams,
 		    const char *const *values);
 
@@ -170,20 +140,12 @@ int		 idem_req_defer(idem_req *req, const char *sql, int nparams,
 enum idem_log_level { IDEM_LOG_DEBUG, IDEM_LOG_INFO, IDEM_LOG_WARN,
 	IDEM_LOG_ERROR };
 
-/*
- * A line of the JSON log on stderr, {"time","level","msg","request_id"},
- * under [server] log_level like the framework's own: fmt is printf-style,
- * the message cut at 1 KiB and stripped of trailing newlines.
- */
+/* A line of the JSON log under [server] log_level; fmt is printf-style.
+ * idem_req_log(3). */
 void		 idem_req_log(const idem_req *req, enum idem_log_level level,
 		    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/*
- * A statement of the handler's own (PQexec on idem_req_db()) failed:
- * log it with the request id, remember its SQLSTATE, PQclear(r), and
- * return -1 for the handler to return.  A statement timeout, lock
- * timeout, serialization failure or deadlock then answers 503 with
- * Retry-After (nothing stored), like a failure of idem_req_exec().
- */
+/* A handler's statement failed: log it, PQclear(r), return -1; a timeout
+ * or serialization failure answers 503.  idem_req_log(3). */
 int		 idem_req_db_error(idem_req *req, PGresult *r);
 
 /* --- response ---------------------------------------------------------- */
@@ -203,32 +165,12 @@ int		 idem_resp_problem(idem_req *req, enum idem_problem p,
 
 /* --- phased handlers (external side effects) ---------------------------- */
 
-/*
- * An IDEM_ROUTE_PHASED handler cannot share one transaction with an effect
- * outside the database (a card acquirer).  The key record is committed
- * first (state in_progress, recovery point "started") under a lease that
- * names this request; the handler then runs as phases, each in its own
- * transaction, ended by idem_req_phase_commit() which also records the
- * next recovery point and renews the lease.  Every write of the phase is
- * fenced by the lease: if the record is no longer this request's, the
- * phase's transaction rolls back, the call fails and the client gets 503.
- * A duplicate gets 409 while the lease is live; after the owner died (the
- * lease lapsed, [route] lock_timeout after its last renewal) a retry, or
- * the completer, resumes at the stored point, so the handler must switch
- * on idem_req_recovery_point().  The handler and each phase run under the
- * route's deadline and phase_deadline: past either, the next phase
- * boundary fails (503).  The response set when the handler returns is
- * stored and the key completed.
- */
+/* IDEM_ROUTE_PHASED: the handler runs as phases, each committed with the
+ * next recovery point under the request's lease.  idem_req_phases(3). */
 const char	*idem_req_recovery_point(const idem_req *req);
 int		 idem_req_phase_commit(idem_req *req, const char *next_point);
-/*
- * End the current phase's (read-only) transaction without recording a
- * point, so that a slow external call holds no transaction open, and renew
- * the lease so that the call has a whole lock_timeout; the next
- * idem_req_db() opens a new transaction.  -1 if statements are deferred,
- * the deadline has passed or the record is no longer this request's.
- */
+/* End a read-only phase transaction and renew the lease before a slow
+ * external call: 0, or -1. */
 int		 idem_req_phase_pause(idem_req *req);
 /* Renew the lease outside a transaction (a long wait between phases):
  * 0, or -1 as idem_req_phase_pause(). */
@@ -239,32 +181,19 @@ long long	 idem_req_time_left_ms(const idem_req *req);
 /* The record's id: lets a phase find the rows an earlier phase wrote
  * (0 on atomic routes: their record is written at the commit). */
 int64_t		 idem_req_record_id(const idem_req *req);
-/*
- * A key derived from ours for the external call of a phase: 40 hex digits
- * from the tenant, the Idempotency-Key, the request's fingerprint and
- * phase, so it is the same for the same operation whatever happens to its
- * record, and the other side can always deduplicate.
- */
+/* A key for the external call of a phase, the same for the same
+ * operation whatever became of its record (40 hex digits). */
 int		 idem_req_derived_key(const idem_req *req, const char *phase,
 		    char *out, size_t outlen);
 
-/*
- * nbytes (1 to 64) random bytes, as 2 * nbytes lowercase hex digits and a
- * NUL, into out: an identifier for the handler's own rows.  Drawn from the
- * library's per-thread buffer of OpenSSL random bytes (each byte handed out
- * once), so a call costs no system call.  0, or -1 (nbytes out of range,
- * outlen too small, no randomness).
- */
+/* nbytes (1 to 64) random bytes as hex into out, for the handler's own
+ * ids: 0, or -1.  idem_random_id(3). */
 int		 idem_random_id(char *out, size_t outlen, size_t nbytes);
 
 /* --- JSON responses (json.c) ---------------------------------------------- */
 
-/*
- * A JSON writer over yajl_gen: values are appended in document order, a
- * member's value right after its idem_json_key().  The first failure
- * (out of memory, invalid UTF-8, a value where a key belongs) sticks:
- * every later call returns -1 and idem_json_send() sends nothing.
- */
+/* A JSON writer in document order; its first failure sticks (every later
+ * call returns -1).  idem_json(3). */
 typedef struct idem_json idem_json;
 
 idem_json	*idem_json_new(void);
@@ -281,10 +210,8 @@ int		 idem_json_bool(idem_json *j, int v);
 int		 idem_json_null(idem_json *j);
 /* A parsed value (a request body's member), copied compactly. */
 int		 idem_json_value(idem_json *j, yajl_val v);
-/*
- * A PostgreSQL value by its column type: NULL as null, bool, integers and
- * finite numerics as numbers, json and jsonb embedded, the rest strings.
- */
+/* A PostgreSQL value by its column type (NULL as null, numbers, json
+ * embedded, the rest strings). */
 int		 idem_json_pg(idem_json *j, const PGresult *r, int row,
 		    int col);
 /* Row row of r as an object of its columns (names as keys). */
@@ -315,12 +242,8 @@ enum idem_type {
 
 struct idem_body;
 
-/*
- * One member of a JSON object.  min/max (both 0: unbounded) bound an
- * integer's value, a string's length in characters, an object's number of
- * members, an array's number of items.  An integer is an integer literal as written (no fraction, no
- * exponent) within +-IDEM_INT_EXACT_MAX.  A null member counts as absent.
- */
+/* One member of a JSON object; min/max (0 0: unbounded) bound a value,
+ * length or count.  idem_validate(3). */
 struct idem_member {
 	const char		*name;
 	enum idem_type		 type;
@@ -332,19 +255,14 @@ struct idem_member {
 	int			(*check)(yajl_val v, char *why, size_t whylen);
 	const struct idem_body	*object;	/* object: its members */
 	const char		*doc;	/* one line, for the OpenAPI document */
-	/* array: what each item is (its name unused; null items are
-	 * refused); with IDEM_UNIQUE in flags, no two items may be equal
-	 * strings or integers */
+	/* array: each item (null refused); IDEM_UNIQUE: no two alike */
 	const struct idem_member *items;
 };
 
 #define IDEM_BODY_OPEN	0x01u	/* undeclared members allowed */
 
-/*
- * An object: its members (ended by a NULL name).  Undeclared members are
- * refused unless IDEM_BODY_OPEN; then each one's value must satisfy rest
- * (when set), and its name be name_min to name_max characters long.
- */
+/* An object: its members (ended by a NULL name); undeclared ones are
+ * refused unless IDEM_BODY_OPEN, then checked against rest. */
 struct idem_body {
 	const struct idem_member *members;
 	unsigned		  flags;
@@ -352,18 +270,11 @@ struct idem_body {
 	long long		  name_min, name_max;
 };
 
-/*
- * Check v against b: 0, or -1 with why = "member: the rule it breaks"
- * (nested members as "metadata.key").
- */
+/* Check v against b: 0, or -1 with why = "member: the rule it breaks". */
 int		 idem_validate(yajl_val v, const struct idem_body *b,
 		    char *why, size_t whylen);
-/*
- * Every failure of v against b, one per member: the first max of them
- * into errs, each a JSON Pointer (RFC 6901; "" for the body itself) and
- * the rule it breaks ("must be an integer").  Returns how many failures
- * there are (0: valid), which may be more than max.
- */
+/* Every failure of v against b (the first max into errs, as JSON
+ * Pointer and rule): how many there are, 0 when valid. */
 #define IDEM_VALIDATION_TEXT_MAX	256
 struct idem_validation_error {
 	char	pointer[IDEM_VALIDATION_TEXT_MAX];	/* "/metadata/key" */
@@ -371,24 +282,12 @@ struct idem_validation_error {
 };
 size_t		 idem_validate_errors(yajl_val v, const struct idem_body *b,
 		    struct idem_validation_error *errs, size_t max);
-/*
- * Declare the body of a JSON route (registered before): each request is
- * validated before its handler runs, and an invalid one gets 400
- * validation-error naming the member and the rule (on idempotent routes
- * nothing is stored: the corrected retry with the same key executes).
- * The body is also the route's schema in /openapi.json.
- */
+/* Declare a JSON route's body: an invalid request gets 400
+ * validation-error before the handler; also its /openapi.json schema. */
 int		 idem_app_route_body(idem_app *app, const char *method,
 		    const char *pattern, const struct idem_body *b);
-/*
- * Declared query parameters of a route: integer (min..max, 0 0: any),
- * string (min..max characters, or one of oneof) or boolean (true, false).
- * Each request's query string is checked before the handler runs: an
- * undeclared, repeated, malformed or missing required parameter gets
- * 400 validation-error listing every failure as errors[{"parameter",
- * "detail"}].  The list (ended by a NULL name) is also the route's
- * query parameters in /openapi.json.  See idem_app_route_query(3).
- */
+/* A declared query parameter (a list ended by a NULL name), checked
+ * before the handler runs.  idem_app_route_query(3). */
 struct idem_param {
 	const char		*name;
 	enum idem_type		 type;	/* IDEM_T_INTEGER, _STRING, _BOOLEAN */
@@ -407,73 +306,39 @@ long long	 idem_req_qparam_int(const idem_req *req, const char *name,
 		    long long dflt);
 int		 idem_req_qparam_bool(const idem_req *req, const char *name,
 		    int dflt);
-/*
- * Cursor pagination: send 200 {"object": "list", "data": [the first
- * limit rows of r, as objects], "has_more": whether r has more}; query
- * limit + 1 rows to know.  r is the caller's to PQclear().  0, or -1.
- */
+/* Cursor pagination: 200 {"object": "list", "data", "has_more"} of the
+ * first limit rows of r (query limit + 1).  0, or -1. */
 int		 idem_resp_list(idem_req *req, const PGresult *r, long limit);
 
 /* --- the route in /openapi.json ----------------------------------------- */
 
-/*
- * A route's operationId (letters, digits, '_' and '-', 1 to 64) and
- * summary (one line, at most 200 characters) in /openapi.json.  Without
- * them the document derives both from the method and the pattern
- * ("get_v1_payments_id", "GET /v1/payments/{id}"; made unique with the
- * route's index when two derive alike).  0, or -1 (no such
- * route, declared twice, a bad operationId or summary, an operationId
- * another route has).  See idem_app_route_summary(3).
- */
+/* A route's operationId and summary in /openapi.json: 0, or -1.
+ * idem_app_route_summary(3). */
 int		 idem_app_route_summary(idem_app *app, const char *method,
 		    const char *pattern, const char *operation_id,
 		    const char *summary);
 
 #define IDEM_RESPONSE_LIST	0x01u	/* idem_resp_list() of body objects */
 #define IDEM_RESPONSE_LOCATION	0x02u	/* with a Location header */
-/*
- * A success the route answers: its status (200 to 299) and its JSON
- * object, declared as a request body is (struct idem_body).  In a
- * response every declared member is present; one without IDEM_REQUIRED
- * may be null.  With IDEM_RESPONSE_LIST the answer is idem_resp_list()'s
- * {"object": "list", "data": [objects], "has_more"}.
- */
+/* A success a route answers: its status (200 to 299) and its JSON object.
+ * idem_app_route_response(3). */
 struct idem_response {
 	int			 status;
 	const struct idem_body	*body;	/* NULL: no body */
 	unsigned		 flags;	/* IDEM_RESPONSE_* */
 	const char		*doc;	/* one line, its description */
 };
-/*
- * Declare the successes of a route (a list ended by status 0): each is
- * a 2XX response of /openapi.json with its schema, in place of the
- * undescribed "2XX".  0, or -1 (no such route, declared twice, a status
- * outside 200..299 or repeated, an empty list).  Nothing is checked at
- * run time: the handler answers.  See idem_app_route_response(3).
- */
+/* Declare a route's successes (ended by status 0) in /openapi.json: 0,
+ * or -1.  idem_app_route_response(3). */
 int		 idem_app_route_response(idem_app *app, const char *method,
 		    const char *pattern, const struct idem_response *responses);
-/*
- * The application's problem types (idem_app_problem(), by slug; a list
- * ended by NULL) that the route's handler may answer: each is listed
- * under its status in /openapi.json, besides the library's own that the
- * route can get.  0, or -1 (no such route, declared twice, a slug that is
- * not an application problem type registered before).  See
- * idem_app_route_problems(3).
- */
+/* The application's problem types (by slug, ended by NULL) a route may
+ * answer, in /openapi.json: 0, or -1.  idem_app_route_problems(3). */
 int		 idem_app_route_problems(idem_app *app, const char *method,
 		    const char *pattern, const char *const *slugs);
 
-/*
- * A webhook event the application sends (its type, "payment.succeeded":
- * 1 to 64 of a-z, 0-9, '.', '_', '-'), one line of summary (at most 200
- * characters) and the object its "data" holds: listed under the top-level
- * "webhooks" of /openapi.json as the POST a receiver gets, with the
- * Standard Webhooks headers and the body {"id", "type", "created",
- * "data"}.  Before idem_app_run(); the strings and data are not copied.
- * 0, or -1 (a bad type or summary, a NULL data, a type declared twice,
- * more than 32).  Sending is idem_req_enqueue()'s.  See idem_app_webhook(3).
- */
+/* A webhook event the application sends, in /openapi.json's "webhooks";
+ * before idem_app_run(): 0, or -1.  idem_app_webhook(3). */
 int		 idem_app_webhook(idem_app *app, const char *type,
 		    const char *summary, const struct idem_body *data);
 
@@ -485,10 +350,8 @@ long long	 idem_req_int(const idem_req *req, const char *name,
 
 /* --- typed statement parameters (params.c) ------------------------------- */
 
-/*
- * Parameters for one statement, built without string buffers.  Failures
- * stick (idem_req_exec() then fails); a NULL args is a failed one.
- */
+/* Parameters for one statement; failures stick (idem_req_exec() then
+ * fails).  idem_args_new(3). */
 typedef struct idem_args idem_args;
 
 idem_args	*idem_args_new(void);
@@ -513,34 +376,12 @@ int		 idem_req_defer_args(idem_req *req, const char *sql,
 
 /* "evt_" and 40 hex digits, NUL-terminated, fit. */
 #define IDEM_EVENT_ID_MAX	48
-/*
- * Enqueue an event in the request's current transaction (the key's on an
- * atomic route, the current phase's on a phased route): it exists iff that
- * transaction commits, and a replay (which runs no handler) enqueues
- * nothing.  The library builds the body {"id": <event id>, "type": type,
- * "created": <unix seconds>, "data": data} (data: a JSON text of len
- * bytes, validated) and makes one delivery to each live webhook endpoint
- * of the request's tenant subscribed to type (1 to 128 letters, digits,
- * '.', '_', '-'); the dispatcher sends them after the commit.  The event
- * id is "evt_" + idem_req_derived_key(req, "event:" type ":" n) where n
- * counts the events of this type in this request (in this phase, whose
- * recovery point is appended, on a phased route): the same operation
- * gives the same id, also re-executed after a takeover.  id (may be NULL)
- * receives it (IDEM_EVENT_ID_MAX bytes).  Idempotent routes only.  The
- * statement is deferred (idem_req_defer()): it goes out with the commit,
- * in its round trip, and counts as one of the request's deferred
- * statements.  0, or -1 (logged; the handler returns -1 and the
- * transaction rolls back).
- */
+/* Enqueue an event in the request's transaction, delivered as webhooks
+ * after it commits; id gets its id.  0, or -1.  idem_req_enqueue(3). */
 int		 idem_req_enqueue(idem_req *req, const char *type,
 		    const char *data, size_t len, char *id, size_t idlen);
-/*
- * A webhook endpoint of the request's tenant, in the request's
- * transaction: url (see idem_webhook_url_check()), the event types it
- * receives (1 to 64).  *id and secret ("whsec_..." of at most
- * IDEM_WEBHOOK_SECRET_MAX bytes, for the receiver's signature check) are
- * set.  0, or -1 (a bad URL or type, the database: logged).
- */
+/* A webhook endpoint of the request's tenant; sets *id and its secret.
+ * 0, or -1.  idem_req_enqueue(3). */
 int		 idem_req_endpoint_create(idem_req *req, const char *url,
 		    const char *const *types, size_t ntypes, int64_t *id,
 		    char *secret, size_t secretlen);
@@ -551,28 +392,17 @@ enum idem_endpoint_rc {
 	IDEM_ENDPOINT_ERROR		/* the database (logged) */
 };
 enum idem_endpoint_rc idem_req_endpoint_delete(idem_req *req, int64_t id);
-/* Append a JSON array of the tenant's live endpoints, newest first:
- * [{"id", "url", "events": [types], "created": <unix seconds>}] (no
- * secret).  0, or -1. */
+/* Append a JSON array of the tenant's live endpoints (no secret): 0, or
+ * -1. */
 int		 idem_req_endpoint_list(idem_req *req, idem_json *j);
-/*
- * The rule of an endpoint's URL, as a body member's check (struct
- * idem_member): a string of at most 2048 bytes, http:// or https://, a
- * host (an optional port 1 to 65535), no user:password@, no #fragment, no
- * space or control byte.  0, or -1 with why.  Private and loopback
- * destinations are refused at delivery ([webhooks] allow_private).
- */
+/* The rule of an endpoint's URL, as a member's check: 0, or -1 with why.
+ * idem_req_enqueue(3). */
 int		 idem_webhook_url_check(yajl_val v, char *why, size_t whylen);
 
 /* --- phases as a table (phases.c) ---------------------------------------- */
 
-/*
- * A phase returns IDEM_PHASE_NEXT, or what a handler returns: 0 (or
- * IDEM_PHASE_END) once it set the response, which ends the request, or
- * -1.  NEXT is not 0, so `return idem_resp_problem(...)` in a phase ends
- * the request with the problem; and a phase that set a response ends it
- * even when it returns NEXT (logged as a warning).
- */
+/* A phase returns IDEM_PHASE_NEXT, or what a handler returns (0 or
+ * IDEM_PHASE_END, -1).  idem_req_phases(3). */
 #define IDEM_PHASE_NEXT	2
 #define IDEM_PHASE_END	1
 
@@ -581,26 +411,15 @@ struct idem_phase {
 	int		(*fn)(idem_req *req, void *arg);
 };
 
-/*
- * Run the phases of table (ended by a NULL point) from the stored recovery
- * point: after each phase that returns IDEM_PHASE_NEXT, commit with the
- * next entry's point (idem_req_phase_commit()).  The last phase sets the
- * response.  On an atomic route every phase runs in the one transaction.
- * Returns what a handler returns.
- */
+/* Run the phases of table (ended by a NULL point) from the stored
+ * recovery point; returns what a handler returns. */
 int		 idem_req_phases(idem_req *req, const struct idem_phase *table,
 		    void *arg);
 
 /* --- outbound HTTP for handlers (httpclient.c) --------------------------- */
 
-/*
- * A client for the external call of a handler or phase, on libcurl: one
- * request built, sent within the request's time left, its answer read
- * into memory (bounded).  Each worker thread keeps its own connections
- * open between calls (keep-alive), so a second call to the same host
- * reuses the first one's connection.  TLS peers are verified (the
- * system's CAs, or idem_http_ca_file()); redirects are not followed.
- */
+/* A client for a handler's external call, on libcurl, within the
+ * request's time left.  idem_http(3). */
 typedef struct idem_http	idem_http;	/* a request being built */
 typedef struct idem_http_resp	idem_http_resp;	/* its answer */
 
@@ -619,9 +438,8 @@ enum idem_http_rc {
 				 * HTTP (it may have been acted upon) */
 	IDEM_HTTP_FAIL,		/* the call was wrong (URL, arguments) or out
 				 * of memory: nothing sent */
-	IDEM_HTTP_REFUSED,	/* the destination's address is not a public
-				 * one (idem_http_allow_private() off):
-				 * nothing connected, nothing sent */
+	IDEM_HTTP_REFUSED,	/* the destination is not public (allow_private
+				 * off): nothing sent */
 };
 
 /* A request for method (GET, POST...) and an http:// or https:// URL
@@ -651,25 +469,11 @@ void		 idem_http_max_body(idem_http *h, size_t bytes);
 /* Verify TLS peers against the CA certificates of this PEM file (copied)
  * instead of the system's. */
 int		 idem_http_ca_file(idem_http *h, const char *path);
-/*
- * on (the default): any destination.  Off: every address the URL's host
- * resolves to is checked when a connection is opened, and loopback,
- * private, link-local, shared (CGNAT), unspecified, multicast, reserved
- * and documentation addresses are refused (IPv4 and IPv6, IPv4-mapped and
- * NAT64 ones by their IPv4 address): nothing is connected to them, and a
- * kept-alive connection to one is not reused; no proxy is used then.  For
- * calls to addresses that other people choose (webhooks).
- */
+/* on (the default): any destination; off: non-public addresses are
+ * refused (for addresses others choose).  idem_http(3). */
 void		 idem_http_allow_private(idem_http *h, int on);
-/*
- * Send h and read the answer.  With req (not NULL) on an idempotent
- * route the call ends within idem_req_time_left_ms(req): with no time
- * left it is not made (IDEM_HTTP_TIMEOUT); with req NULL (a call outside
- * any request) within h's own timeout.  A redirect is an answer like any
- * other (IDEM_HTTP_STATUS): it is never followed.  *resp is set on IDEM_HTTP_OK
- * and IDEM_HTTP_STATUS (free it with idem_http_resp_free()), else NULL.
- * err (may be NULL) gets a line saying what failed.  h can be sent again.
- */
+/* Send h within the request's time left (req may be NULL); *resp set on
+ * IDEM_HTTP_OK and IDEM_HTTP_STATUS.  idem_http(3). */
 enum idem_http_rc idem_http_send(idem_http *h, idem_req *req,
 		    idem_http_resp **resp, char *err, size_t errlen);
 /* The enumerator's name without its prefix ("timeout"). */
@@ -688,12 +492,8 @@ void		 idem_http_resp_free(idem_http_resp *r);
 
 /* --- Standard Webhooks signatures (webhook.c) ---------------------------- */
 
-/*
- * The signature scheme of the Standard Webhooks specification: a message's
- * headers webhook-id, webhook-timestamp (unix seconds) and
- * webhook-signature, a space-separated list of "v1,<base64 HMAC-SHA256 of
- * id.timestamp.body>"; the secret is "whsec_" and the base64 of the key.
- */
+/* Standard Webhooks signatures (webhook-id, -timestamp, -signature;
+ * secrets "whsec_...").  idem_webhook_sign(3). */
 #define IDEM_WEBHOOK_SECRET_MAX		64	/* a new secret and its NUL */
 #define IDEM_WEBHOOK_SIGNATURE_MAX	128	/* one "v1,..." and its NUL */
 
@@ -708,16 +508,12 @@ enum idem_webhook_verdict {
 	IDEM_WEBHOOK_MISMATCH,		/* no v1 signature matches */
 };
 
-/* The webhook-signature value of body for msg_id at timestamp into out
- * (NUL-terminated; IDEM_WEBHOOK_SIGNATURE_MAX is enough): 0, or -1 (bad
- * secret, outlen too small). */
+/* The webhook-signature value of body into out: 0, or -1. */
 int		 idem_webhook_sign(const char *secret, const char *msg_id,
 		    long long timestamp, const void *body, size_t len,
 		    char *out, size_t outlen);
-/* For receivers: the three headers' values (NULL when absent) against the
- * body as received, any one of the signatures matching (compared in
- * constant time), and the timestamp within tolerance_s of now (unix
- * seconds; the specification suggests 300). */
+/* For receivers: the three headers' values against the body, and the
+ * timestamp within tolerance_s of now. */
 enum idem_webhook_verdict idem_webhook_verify(const char *secret,
 		    const char *msg_id, const char *timestamp,
 		    const char *signatures, const void *body, size_t len,
@@ -727,55 +523,6 @@ const char	*idem_webhook_verdict_name(enum idem_webhook_verdict v);
 /* A new secret "whsec_" + base64 of 24 random bytes into out
  * (NUL-terminated; IDEM_WEBHOOK_SECRET_MAX is enough): 0, or -1. */
 int		 idem_webhook_secret_new(char *out, size_t outlen);
-
-/* --- operations (idemctl) ---------------------------------------------- */
-
-/*
- * Connect as idemctl does: read the config file (NULL: none, the PG*
- * environment), accepting any key of the application's sections, and
- * connect within its [database] acquire_timeout.  Fills set (when not
- * NULL) with what the operations below take from the file.  The
- * connection (PQfinish() it), or NULL with the reason in err.
- */
-struct idem_db_settings {
-	long long	lock_timeout_ms;	/* [idempotency] lock_timeout */
-	long		evict_batch;		/* [idempotency] evict_batch */
-	char		problem_base[256];	/* [server] problem_base */
-};
-PGconn		*idem_db_open(const char *config,
-		    struct idem_db_settings *set, char *err, size_t errlen);
-/*
- * Apply dir/\*.sql in name order, each once, then dir/functions/\*.sql
- * (every time), in one transaction; returns migrations applied or -1.
- * A database records a migration by its file name alone, so the names of
- * all the directories migrated into one database must differ.
- */
-int		 idem_migrate(PGconn *db, const char *dir, char *err,
-		    size_t errlen);
-/* Create an API key; writes the secret (NUL-terminated) to secret. */
-int		 idem_api_key_create(PGconn *db, const char *name,
-		    char *secret, size_t secretlen, int64_t *id);
-/*
- * Delete expired records in batches, each under a fleet-wide lock: the
- * completed ones, and those in progress that never passed a recovery
- * point and whose lease lapsed.  An unfinished phased record (past a
- * recovery point: its effects may exist) is never evicted; it is left for
- * the completer and reported.  lock_timeout_ms is unused (leases carry
- * their end).  Fills evicted.  0, -1 on error, 1 when another process is
- * evicting.
- */
-int		 idem_evict(PGconn *db, long batch, long max_batches,
-		    long long lock_timeout_ms, long *evicted);
-/*
- * Delete, the same way, the traces that routes with remember keep of
- * evicted records once their window has passed.  Fills forgotten.  0, -1
- * on error, 1 when another process is evicting.
- */
-int		 idem_forget(PGconn *db, long batch, long max_batches,
-		    long *forgotten);
-/* Release in_progress records whose lock is older than lock_timeout. */
-int		 idem_reclaim(PGconn *db, long long lock_timeout_ms,
-		    long *reclaimed);
 
 #ifdef __cplusplus
 }

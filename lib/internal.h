@@ -1,6 +1,8 @@
 /*
  * internal.h - private interfaces shared by the files of libidem.
- * Nothing here is installed; the shared library exports only idem.h.
+ * Nothing here is installed.  The shared library exports lib/idem.sym:
+ * the functions of idem.h (handlers) and idem_admin.h (operators), and
+ * two for libidem_test alone, declared in lib/test/idem_test_private.h.
  */
 #ifndef IDEM_INTERNAL_H
 #define IDEM_INTERNAL_H
@@ -11,7 +13,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "idem.h"
+#include "idem_admin.h"	/* and idem.h */
 
 /*
  * The tri-state return of the library's database steps, one name per

@@ -19,6 +19,7 @@
 #include "fcgi.h"
 #include "idempotency.h"
 #include "stmts.h"
+#include "test/idem_test_private.h"	/* exported for libidem_test */
 
 /* --- pgpool.c ------------------------------------------------------------ */
 
@@ -214,10 +215,7 @@ struct idem_app {
 	}			 waiting[IDEM_WAITERS_MAX];
 };
 
-/* app.c: everything idem_app_run() sets up before it serves (routes'
- * checks, the framework's routes, the pool, the metrics): 0, or the exit
- * status.  The C regress harness (tests/regress) serves from there. */
-int	idem_app_prepare(idem_app *app);
+/* app.c: idem_app_prepare() is declared in test/idem_test_private.h. */
 
 /* metrics.c */
 struct idem_metrics;
@@ -477,8 +475,7 @@ int	idem_runtime_run(idem_app *app, const char *listen_addr);
  * the ms until it is due again (the next deadline, at most the shorter
  * timeout).  idem_conns_free() lets answers still waiting go out for at
  * most flush_ms, then closes what is left (the workers gone).
- * idem_conns_serve_one(): one request read from a blocking fd and
- * answered, as a worker would (the regress harness).
+ * idem_conns_serve_one() is declared in test/idem_test_private.h.
  */
 struct idem_conns;
 struct idem_listener;
@@ -487,7 +484,6 @@ void	idem_conns_accept(struct idem_conns *cs, struct idem_listener *l);
 void	idem_conns_ready(struct idem_conns *cs, void *conn);
 long long idem_conns_expire(struct idem_conns *cs);
 void	idem_conns_free(struct idem_conns *cs, long long flush_ms);
-enum idem_rc idem_conns_serve_one(idem_app *app, int fd);
 /*
  * listener.c: the FastCGI listening socket fd in the epoll set ep, armed
  * one-shot, with a timer of its own in the set: idem_listener_tag() tells

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <idem_admin.h>	/* idem_db_open */
 #include <idem_test.h>
 
 idem_app	*ledger_app(void);	/* ledger.c */

@@ -728,7 +728,7 @@ answer_blocking(void *conn, struct idem_buf *out)
 	    IDEM_RC_FAIL;
 }
 
-enum idem_rc
+int
 idem_conns_serve_one(idem_app *app, int fd)
 {
 	struct idem_fcgi_limits	 lim = { app->cfg.max_params,
@@ -764,5 +764,5 @@ idem_conns_serve_one(idem_app *app, int fd)
 	else if (idem_fcgi_reason(rc) != NULL)
 		refused(app, fd, rc);
 	idem_fcgi_free(&in);
-	return ret;
+	return ret == IDEM_RC_OK ? 0 : -1;
 }

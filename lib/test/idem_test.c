@@ -11,7 +11,8 @@
  * FastCGI stream is stubbed, so "middleware included" holds by
  * construction.  This file links the shared libidem and uses only what it
  * exports (idem.h, and idem_app_prepare/idem_conns_serve_one, exported for
- * this library alone): it is a layer above app.c, and nothing calls it.
+ * this library alone and declared in idem_test_private.h): it is a layer
+ * above app.c, and nothing calls it.
  */
 #include <sys/socket.h>
 
@@ -25,8 +26,10 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "private.h"
+#include <idem_admin.h>	/* idem_db_open, idem_api_key_create */
+
 #include "idem_test.h"
+#include "idem_test_private.h"
 
 #define FCGI_BEGIN_REQUEST	1
 #define FCGI_END_REQUEST	3

@@ -68,6 +68,11 @@ check "idem.pc is installed in PREFIX/lib/pkgconfig" "$PC missing" \
     test -f "$PC"
 check "idem.h is installed in PREFIX/include" "$PREFIX/include/idem.h missing" \
     test -f "$PREFIX/include/idem.h"
+check "idem_admin.h (the operator's calls) is installed in PREFIX/include" \
+    "$PREFIX/include/idem_admin.h missing" test -f "$PREFIX/include/idem_admin.h"
+check "idem_test_private.h (libidem_test's two entry points) is not installed" \
+    "$PREFIX/include/idem_test_private.h installed" \
+    test ! -e "$PREFIX/include/idem_test_private.h"
 # every migration of the tree, the library's and the sample's, and every
 # file of sql/functions (a file left out of Makefile.am's lists would leave
 # the installed schema behind)
@@ -88,6 +93,21 @@ else
 	nok "pkg-config idem resolves (its Requires are installed)" "$out"
 	finish
 fi
+# one header per audience: idem_admin.h alone gives the operator's calls
+# (and idem.h's); idem.h alone gives a handler's and not the operator's
+printf '#include <idem_admin.h>\nint main(void) { PGconn *db = idem_db_open(NULL, NULL, NULL, 0); idem_req_method(NULL); return db == NULL; }\n' \
+    >"$TMP/admin.c"
+check "idem_admin.h compiles alone and declares idem_db_open (and idem.h's calls)" \
+    "see the compiler" cc $(pkg-config --cflags idem) -Wall -Werror \
+    -c -o "$TMP/admin.o" "$TMP/admin.c"
+printf '#include <idem.h>\nint main(void) { return idem_db_open(NULL, NULL, NULL, 0) == NULL; }\n' \
+    >"$TMP/handler.c"
+check "idem.h alone does not declare the operator's calls (idem_db_open)" \
+    "idem_db_open declared by idem.h" \
+    sh -c '! out=$(cc "$@" 2>&1) && echo "$out" | grep -q idem_db_open' \
+    cc $(pkg-config --cflags idem) -Werror \
+    -Werror=implicit-function-declaration -c -o "$TMP/handler.o" \
+    "$TMP/handler.c"
 
 # --- build the copy --------------------------------------------------------------
 cp -R "$SRCDIR/examples/hello" "$TMP/hello"
