@@ -80,10 +80,17 @@ def fresh_db(db, name):
 
 
 def old_tree(srcdir, tmp):
-    """BASE's sql/ and apps/payments/sql/ under tmp, or None."""
-    git = subprocess.run(["git", "-C", srcdir, "archive", BASE, "sql",
-                          "apps/payments/sql"], capture_output=True)
-    if git.returncode != 0:
+    """BASE's sql/ and apps/payments/sql/ under tmp, or None.  The history
+    is srcdir's, or that of $IDEM_GIT_SOURCE: the checkout a copy of the
+    tree was made from (scripts/sanitize builds a copy without .git)."""
+    for where in (srcdir, os.environ.get("IDEM_GIT_SOURCE")):
+        if not where:
+            continue
+        git = subprocess.run(["git", "-C", where, "archive", BASE, "sql",
+                              "apps/payments/sql"], capture_output=True)
+        if git.returncode == 0:
+            break
+    else:
         return None
     os.makedirs(tmp)
     subprocess.run(["tar", "-x", "-C", tmp], input=git.stdout, check=True)
