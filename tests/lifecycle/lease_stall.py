@@ -36,6 +36,7 @@ import time
 from harness import check, q
 from lcenv import PAY, Fixture, wait_until
 from checks import charge_of, expect_completed, expect_succeeded, replays
+from leases import write_lease_config
 
 LEASE_S = 3.0           # the route's lease here
 SLACK_S = 2.0           # the target: a retry succeeds within lease + 2 s
@@ -47,32 +48,10 @@ HB_NAME = b"idem heartbeat"
 
 def write_stall_config(path, conninfo, appname, acquirer_url):
     """Lease 3 s; room for A, B, their retries and /metrics at once."""
-    lines = [
-        "# generated for one lifecycle run (lease_stall.py)",
-        "[server]",
-        "threads = 6",
-        "log_level = info",
-        "",
-        "[database]",
-        "conninfo = %s application_name=%s" % (conninfo, appname),
-        "pool_size = 6",
-        "",
-        "[idempotency]",
-        "ttl = 24h",
-        "evict_interval = 1h",
-        "lease = %ds" % LEASE_S,
-        "",
-        "[payments]",
-        "acquirer_url = %s" % acquirer_url,
-        "acquirer_timeout = 30s",
-        "",
-        '[route "POST /v1/payments"]',
-        "ttl = 7d",
-        "deadline = 30s",
-    ]
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    os.chmod(path, 0o644)
+    write_lease_config(path, conninfo, appname, acquirer_url,
+                       lease="%ds" % LEASE_S, threads=6,
+                       acquirer_timeout="30s", deadline="30s",
+                       origin="lease_stall.py")
 
 
 class StallFixture:

@@ -43,18 +43,21 @@ SHORT = {"before:payment_created": "bpc", "after:payment_created": "apc",
          "before:charged": "bch", "after:charged": "ach"}
 
 
-def write_lease_config(path, conninfo, appname, acquirer_url, lease=None):
-    """The lease and the heartbeat at their defaults; the route may run
-    45 s so that a 30 s acquirer call fits in it."""
+def write_lease_config(path, conninfo, appname, acquirer_url, lease=None,
+                       threads=3, acquirer_timeout="40s", deadline="45s",
+                       origin="leases.py"):
+    """The lease (unset: its default) and the heartbeat at their
+    defaults; by default the route may run 45 s so that a 30 s acquirer
+    call fits in it.  The pool has a connection per thread."""
     lines = [
-        "# generated for one lifecycle run (leases.py)",
+        "# generated for one lifecycle run (%s)" % origin,
         "[server]",
-        "threads = 3",
+        "threads = %d" % threads,
         "log_level = info",
         "",
         "[database]",
         "conninfo = %s application_name=%s" % (conninfo, appname),
-        "pool_size = 3",
+        "pool_size = %d" % threads,
         "",
         "[idempotency]",
         "ttl = 24h",
@@ -63,11 +66,11 @@ def write_lease_config(path, conninfo, appname, acquirer_url, lease=None):
         "",
         "[payments]",
         "acquirer_url = %s" % acquirer_url,
-        "acquirer_timeout = 40s",
+        "acquirer_timeout = %s" % acquirer_timeout,
         "",
         '[route "POST /v1/payments"]',
         "ttl = 7d",
-        "deadline = 45s",
+        "deadline = %s" % deadline,
     ]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
