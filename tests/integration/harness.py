@@ -18,9 +18,11 @@ Standard library only.
 
 import json
 import os
+import queue
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 
@@ -125,7 +127,10 @@ class DB:
 
 class Session:
     """One psql session, open until close(): what it locks stays locked
-    (a session-level advisory lock, an open transaction's row locks)."""
+    (a session-level advisory lock, an open transaction's row locks).
+    Statements are sent one by one and each answer read back.  A thread
+    reads psql's output into a queue: select() on the pipe would miss
+    lines already read ahead into the file object's buffer."""
 
     MARK = "__idem_session_done__"
 
@@ -133,22 +138,38 @@ class Session:
         self.p = subprocess.Popen(
             ["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
              "-d", conninfo], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
+            stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
 
-    def run(self, sql):
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.put(line)
+        self.lines.put(None)            # EOF
+
+    def run(self, sql, timeout=20):
         """Run sql and wait for it to finish; its output lines."""
         self.p.stdin.write("%s;\n\\echo %s\n" % (sql, self.MARK))
         self.p.stdin.flush()
         lines = []
-        for line in self.p.stdout:
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, end -
+                                                  time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
             if line.rstrip("\n") == self.MARK:
                 return lines
             lines.append(line.rstrip("\n"))
-        raise Failed("psql session ended: %s\n  sql: %s"
-                     % (self.p.stderr.read().strip(), sql))
+        raise Failed("psql session did not answer %r: %s"
+                     % (sql, self.close()))
 
     def close(self):
-        """End the session (its locks go with it)."""
+        """End the session (its locks go with it); the tail of its
+        stderr."""
         if self.p.poll() is None:
             self.p.stdin.close()
             try:
@@ -156,6 +177,7 @@ class Session:
             except subprocess.TimeoutExpired:
                 self.p.kill()
                 self.p.wait()
+        return self.p.stderr.read()[-400:]
 
 
 class T:

@@ -22,13 +22,12 @@ Registered into run.py's list.
 
 import http.client
 import os
-import queue
 import shutil
 import subprocess
 import threading
 import time
 
-from harness import Failed, check, pid_running, q
+from harness import Failed, Session, check, pid_running, q
 from missing import in_ci
 from lcenv import PAY, Fixture, wait_until
 from checks import charge_of, expect_completed, replays
@@ -650,57 +649,17 @@ EVICT_ONE = ("DELETE FROM idempotency_keys WHERE id IN (SELECT id FROM "
              "AND idem_free(k) FOR UPDATE SKIP LOCKED) RETURNING id")
 
 
-class HeldSession:
-    """psql with its transaction kept open: statements are sent one by
-    one and each answer read back, so the test decides when it commits.
-    A thread reads psql's output into a queue: select() on the pipe would
-    miss lines already read ahead into the file object's buffer."""
+class HeldSession(Session):
+    """psql with its transaction kept open (harness.Session), named and
+    with its backend's pid, so the test decides when it commits."""
 
     def __init__(self, t, name):
-        self.t = t
-        self.p = subprocess.Popen(
-            ["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d",
-             t.env.conninfo + " application_name=" + name],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, bufsize=1)
-        self.lines = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        super().__init__(t.env.conninfo + " application_name=" + name)
         self.pid = int(self.ask("select pg_backend_pid()"))
 
-    def _read(self):
-        for line in self.p.stdout:
-            self.lines.put(line)
-        self.lines.put(None)            # EOF
-
     def ask(self, sql, timeout=20):
-        """Sends sql; its output (a marker ends it)."""
-        self.p.stdin.write(sql + ";\nselect 'held-end';\n")
-        self.p.stdin.flush()
-        out = []
-        end = time.monotonic() + timeout
-        while True:
-            try:
-                line = self.lines.get(timeout=max(0.0, end -
-                                                  time.monotonic()))
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            if line.strip() == "held-end":
-                return "\n".join(out)
-            out.append(line.strip())
-        raise Failed("psql (held session) did not answer %r: %s"
-                     % (sql, self.close()))
-
-    def close(self):
-        if self.p.poll() is None:
-            self.p.stdin.close()
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-        return self.p.stderr.read()[-400:]
+        """Sends sql; its output, one string."""
+        return "\n".join(self.run(sql, timeout))
 
 
 def lock_waiters(t, but):
