@@ -62,10 +62,16 @@ int		 idem_app_route(idem_app *app, const char *method,
 		    const char *pattern, unsigned flags,
 		    idem_handler_fn fn, void *arg);
 
-/* An application's own problem type for idem_resp_problem(): its value,
- * past IDEM_P__MAX, or -1 (409 and 422 refused).  idem_app_new(3). */
+/* An application's own problem type (any status 400 to 599, a slug none
+ * of the library's) for idem_resp_problem(): its value, past IDEM_P__MAX,
+ * or -1.  idem_app_new(3). */
 int		 idem_app_problem(idem_app *app, const char *slug, int status,
 		    const char *title, const char *doc);
+
+/* Why the first setup call (idem_app_route(), idem_app_problem(), ...)
+ * that returned -1 refused, one line for the program to print before it
+ * gives up ("" while none did).  idem_app_new(3). */
+const char	*idem_app_error(const idem_app *app);
 
 /* Allow an application config key ([section] key) before loading. */
 int		 idem_app_config_key(idem_app *app, const char *section,
@@ -124,6 +130,9 @@ yajl_val	 idem_req_json(const idem_req *req);
 int64_t		 idem_req_tenant(const idem_req *req);
 /* The request's idempotency key, or NULL on other routes. */
 const char	*idem_req_idempotency_key(const idem_req *req);
+/* The request's id (16 hex digits): its log lines' "request_id" and its
+ * problems' "instance".  idem_req_log(3). */
+const char	*idem_req_id(const idem_req *req);
 const idem_app	*idem_req_app(const idem_req *req);
 
 /* The request's connection: inside the key's transaction on an idempotent

@@ -439,6 +439,14 @@ const char *const *idem_cfg_route_exclude(const struct idem_cfg *cfg,
 	    const char *method, const char *pattern, size_t *n);
 const char *idem_cfg_app_get(const struct idem_cfg *cfg,
 	    const char *section, const char *key);
+/* Why idem_cfg_allow_typed() would refuse [section] key (empty, a
+ * built-in section, no such type), or NULL. */
+const char *idem_cfg_allow_refusal(const char *section, const char *key,
+	    enum idem_config_type type);
+/* The i-th key (from 0) the parser reads in a built-in section, a
+ * route's last (section "route"): 1 with *section and *key set, 0 past
+ * the last. */
+int	idem_cfg_key_nth(size_t i, const char **section, const char **key);
 /* idem_cfg_allow() with the type the value must have (a second call
  * changes the type). */
 int	idem_cfg_allow_typed(struct idem_cfg *cfg, const char *section,
@@ -527,6 +535,10 @@ enum idem_match {
 	IDEM_MATCH_METHOD,	/* path known, method not: allow is filled */
 };
 
+/* Why idem_router_add() would refuse the route (a bad method or
+ * pattern, no handler, registered already), or NULL. */
+const char *idem_router_refusal(const struct idem_router *r,
+	    const char *method, const char *pattern, idem_handler_fn fn);
 int	idem_router_add(struct idem_router *r, const char *method,
 	    const char *pattern, unsigned flags, idem_handler_fn fn, void *arg);
 /*

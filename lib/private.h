@@ -200,6 +200,7 @@ struct idem_app {
 	size_t			 nproblems;	/* idem_app_problem() */
 	struct idem_webhook_decl webhooks[IDEM_APP_WEBHOOKS_MAX];
 	size_t			 nwebhooks;	/* idem_app_webhook() */
+	char			 error[256];	/* idem_app_error() */
 	atomic_int		 stopping;
 	atomic_int		 waiters;	/* Prefer: wait, now */
 	atomic_size_t		 buffered;	/* bytes connections hold against
@@ -214,6 +215,11 @@ struct idem_app {
 		int64_t		 tenant;
 	}			 waiting[IDEM_WAITERS_MAX];
 };
+
+/* refusal.c: a setup call's reason for idem_app_error(), printf-style
+ * (kept unless an earlier one was); returns -1, what the call returns. */
+int	idem_app_refuse(idem_app *app, const char *fmt, ...)
+	    __attribute__((format(printf, 2, 3)));
 
 /* app.c: idem_app_prepare() is declared in test/idem_test_private.h. */
 

@@ -1,6 +1,7 @@
 /*
  * main.c - payments.fcgi: the sample payments API on libidem.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include <idem.h>
@@ -16,6 +17,15 @@ bench_route(idem_app *app, const char *path, unsigned kind, void *arg,
 	idem_app_route_body(app, "POST", path, &payment_body);
 	idem_app_route_response(app, "POST", path, payment_created);
 	idem_app_route_summary(app, "POST", path, opid, summary);
+}
+
+/* Print why a setup call refused (idem_app_error()), free app: 1. */
+static int
+setup_refused(idem_app *app)
+{
+	fprintf(stderr, "payments.fcgi: %s\n", idem_app_error(app));
+	idem_app_free(app);
+	return 1;
 }
 
 int
@@ -35,10 +45,8 @@ main(int argc, char *argv[])
 	/* The sample's own problem type: the card was declined. */
 	if ((payments_p_declined = idem_app_problem(app, "payment-declined",
 	    402, "Payment declined", "The card was declined; the answer is "
-	    "stored for this key.")) == -1) {
-		idem_app_free(app);
-		return 1;
-	}
+	    "stored for this key.")) == -1)
+		return setup_refused(app);
 	if ((rc = idem_app_init(app, argc, argv)) != 0) {
 		idem_app_free(app);
 		return rc;
@@ -132,6 +140,10 @@ main(int argc, char *argv[])
 		    "Create a payment on a route that may remember its keys "
 		    "(the benchmark's)");
 	}
+	/* A declaration refused above (a pattern mistyped, a route twice):
+	 * the program does not start, and says which and why. */
+	if (idem_app_error(app)[0] != '\0')
+		return setup_refused(app);
 	rc = idem_app_run(app);
 	idem_app_free(app);
 	return rc;

@@ -152,14 +152,22 @@ idem_app_route_query(idem_app *app, const char *method, const char *pattern,
 	struct idem_route	*rt;
 	size_t			 n;
 
-	if (app == NULL || method == NULL || pattern == NULL || params == NULL)
+	if (app == NULL)
 		return -1;
+	if (method == NULL || pattern == NULL || params == NULL)
+		return idem_app_refuse(app, "idem_app_route_query: no method, "
+		    "pattern or parameters");
 	for (n = 0; params[n].name != NULL; n++)
 		if (n == IDEM_PARAMS_MAX)
-			return -1;
-	if ((rt = idem_route_of(app, method, pattern)) == NULL ||
-	    rt->query != NULL)
-		return -1;	/* no such route, or declared twice */
+			return idem_app_refuse(app, "idem_app_route_query(%.32s "
+			    "%.256s): more than %d parameters", method, pattern,
+			    IDEM_PARAMS_MAX);
+	if ((rt = idem_route_of(app, method, pattern)) == NULL)
+		return idem_app_refuse(app, "idem_app_route_query(%.32s %.256s):"
+		    " no such route (idem_app_route() first)", method, pattern);
+	if (rt->query != NULL)
+		return idem_app_refuse(app, "idem_app_route_query(%.32s %.256s):"
+		    " declared already", method, pattern);
 	rt->query = params;
 	return 0;
 }
@@ -190,11 +198,21 @@ idem_app_route_body(idem_app *app, const char *method, const char *pattern,
 {
 	struct idem_route	*rt;
 
-	if (app == NULL || method == NULL || pattern == NULL || b == NULL)
+	if (app == NULL)
 		return -1;
-	if ((rt = idem_route_of(app, method, pattern)) == NULL ||
-	    !(rt->flags & IDEM_ROUTE_JSON) || rt->body != NULL)
-		return -1;	/* no parsed body, or declared twice */
+	if (method == NULL || pattern == NULL || b == NULL)
+		return idem_app_refuse(app, "idem_app_route_body: no method, "
+		    "pattern or body");
+	if ((rt = idem_route_of(app, method, pattern)) == NULL)
+		return idem_app_refuse(app, "idem_app_route_body(%.32s %.256s): "
+		    "no such route (idem_app_route() first)", method, pattern);
+	if (!(rt->flags & IDEM_ROUTE_JSON))
+		return idem_app_refuse(app, "idem_app_route_body(%.32s %.256s): "
+		    "the route parses no JSON body (IDEM_ROUTE_JSON)", method,
+		    pattern);
+	if (rt->body != NULL)
+		return idem_app_refuse(app, "idem_app_route_body(%.32s %.256s): "
+		    "declared already", method, pattern);
 	rt->body = b;
 	return 0;
 }

@@ -307,17 +307,28 @@ idem_cfg_allow(struct idem_cfg *cfg, const char *section, const char *key)
 	return idem_cfg_allow_typed(cfg, section, key, IDEM_CONFIG_STRING);
 }
 
+const char *
+idem_cfg_allow_refusal(const char *section, const char *key,
+    enum idem_config_type type)
+{
+	if (section == NULL || key == NULL || *section == '\0' ||
+	    *key == '\0')
+		return "the section and the key must not be empty";
+	/* Built-in sections are never application sections. */
+	if (builtin_sect(section) != S_NONE)
+		return "the section is the library's (see idem.conf(5))";
+	if (type < IDEM_CONFIG_STRING || type > IDEM_CONFIG_BOOL)
+		return "no such enum idem_config_type";
+	return NULL;
+}
+
 int
 idem_cfg_allow_typed(struct idem_cfg *cfg, const char *section,
     const char *key, enum idem_config_type type)
 {
 	struct idem_cfg_kv	*kv, **tail;
 
-	/* Built-in sections are never application sections. */
-	if (cfg == NULL || section == NULL || key == NULL ||
-	    *section == '\0' || *key == '\0' ||
-	    builtin_sect(section) != S_NONE || type < IDEM_CONFIG_STRING ||
-	    type > IDEM_CONFIG_BOOL)
+	if (cfg == NULL || idem_cfg_allow_refusal(section, key, type) != NULL)
 		return -1;
 	for (tail = &cfg->app; *tail != NULL; tail = &(*tail)->next)
 		if (strcmp((*tail)->section, section) == 0 &&
@@ -778,6 +789,32 @@ warn_deprecated(struct idem_cfg *cfg, const char *name, unsigned long line)
 static const char *const route_keys[] = { "ttl", "lock_timeout",
     "deadline", "phase_deadline", "remember" };
 #define NROUTE_KEYS	(sizeof(route_keys) / sizeof(route_keys[0]))
+
+int
+idem_cfg_key_nth(size_t i, const char **section, const char **key)
+{
+	/* The table's keys, then a route section's: those of route_keys[],
+	 * lease (lock_timeout's slot) and fingerprint_exclude, which
+	 * parse_route_key() reads apart. */
+	static const char *const route_apart[] = { "lease",
+	    "fingerprint_exclude" };
+
+	if (i < NKEYS) {
+		*section = sect_names[cfg_keys[i].sect];
+		*key = cfg_keys[i].name;
+		return 1;
+	}
+	*section = sect_names[S_ROUTE];
+	if ((i -= NKEYS) < NROUTE_KEYS) {
+		*key = route_keys[i];
+		return 1;
+	}
+	if ((i -= NROUTE_KEYS) < 2) {
+		*key = route_apart[i];
+		return 1;
+	}
+	return 0;
+}
 
 /*
  * fingerprint_exclude = /a, /b/c: JSON Pointers, separated by commas and

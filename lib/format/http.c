@@ -171,6 +171,12 @@ idem_req_idempotency_key(const idem_req *req)
 	return req->has_key ? req->key : NULL;
 }
 
+const char *
+idem_req_id(const idem_req *req)
+{
+	return req->request_id;
+}
+
 const idem_app *
 idem_req_app(const idem_req *req)
 {

@@ -107,31 +107,73 @@ static const struct idem_problem_type edge_problems[] = {
 	    "Use HTTP/1.1 (or HTTP/1.0)." },
 };
 
+#define STR_(x)	#x
+#define STR(x)	STR_(x)
+
+/* Is slug one of the library's types, answered or documented? */
+static int
+library_slug(const char *slug)
+{
+	size_t	i;
+
+	for (i = 0; i < IDEM_P__MAX; i++)
+		if (strcmp(problems[i].slug, slug) == 0)
+			return 1;
+	for (i = 0; i < sizeof(edge_problems) / sizeof(edge_problems[0]); i++)
+		if (strcmp(edge_problems[i].slug, slug) == 0)
+			return 1;
+	return 0;
+}
+
+/* Why the definition is refused, or NULL.  The slug ends a URI and the
+ * title and doc are JSON strings and an HTML page: plain text; any
+ * status a client acts on (409 and 422 included: a client tells the
+ * application's from the key protocol's by the type). */
+static const char *
+app_problem_refusal(const idem_app *app, const char *slug, int status,
+    const char *title, const char *doc)
+{
+	int	p;
+
+	if (slug == NULL || *slug == '\0' || strlen(slug) > 64 ||
+	    strspn(slug, "abcdefghijklmnopqrstuvwxyz0123456789-") !=
+	    strlen(slug))
+		return "the slug must be 1 to 64 lower-case letters, digits "
+		    "and hyphens";
+	if (library_slug(slug) || strncmp(slug, "idempotency-key-", 16) == 0)
+		return "the slug is the library's (its types, and every "
+		    "idempotency-key-*, are the key protocol's and the web "
+		    "servers')";
+	for (p = IDEM_P__MAX; p < idem_problem_count(app); p++)
+		if (strcmp(idem_problem_type(app, p)->slug, slug) == 0)
+			return "the slug is defined already";
+	if (status < 400 || status > 599)
+		return "the status must be 400 to 599";
+	if (title == NULL || *title == '\0' || strlen(title) > 128 ||
+	    strpbrk(title, "\r\n") != NULL)
+		return "the title must be 1 to 128 bytes without a line break";
+	if (doc != NULL && (strlen(doc) > 512 || strpbrk(doc, "\r\n") !=
+	    NULL))
+		return "the doc must be at most 512 bytes without a line break";
+	if (app->nproblems == IDEM_APP_PROBLEMS_MAX)
+		return "too many problem types (at most "
+		    STR(IDEM_APP_PROBLEMS_MAX) ")";
+	return NULL;
+}
+
 int
 idem_app_problem(idem_app *app, const char *slug, int status,
     const char *title, const char *doc)
 {
 	struct idem_problem_type	*t;
+	const char			*why;
 	char				*ps, *pt, *pd;
-	int				 p;
 
-	/* The slug ends a URI and the title and doc are JSON strings and
-	 * an HTML page: keep them plain, and a status a client acts on. */
-	if (app == NULL || slug == NULL || title == NULL || *slug == '\0' ||
-	    *title == '\0' || strspn(slug, "abcdefghijklmnopqrstuvwxyz"
-	    "0123456789-") != strlen(slug) || strlen(slug) > 64 ||
-	    strlen(title) > 128 || strpbrk(title, "\r\n") != NULL ||
-	    (doc != NULL && (strlen(doc) > 512 ||
-	    strpbrk(doc, "\r\n") != NULL)) || status < 400 || status > 599 ||
-	    app->nproblems == IDEM_APP_PROBLEMS_MAX)
+	if (app == NULL)
 		return -1;
-	/* 409 and 422 belong to the key protocol (retry with the same key;
-	 * use a new key): a handler's would be stored and mislead clients. */
-	if (status == 409 || status == 422)
-		return -1;
-	for (p = 0; p < idem_problem_count(app); p++)
-		if (strcmp(idem_problem_type(app, p)->slug, slug) == 0)
-			return -1;
+	if ((why = app_problem_refusal(app, slug, status, title, doc)) != NULL)
+		return idem_app_refuse(app, "idem_app_problem(\"%.64s\", %d): "
+		    "%s", slug != NULL ? slug : "(null)", status, why);
 	ps = strdup(slug);
 	pt = strdup(title);
 	pd = strdup(doc != NULL ? doc : title);
@@ -139,7 +181,8 @@ idem_app_problem(idem_app *app, const char *slug, int status,
 		free(ps);
 		free(pt);
 		free(pd);
-		return -1;
+		return idem_app_refuse(app, "idem_app_problem(\"%s\"): out of "
+		    "memory", slug);
 	}
 	t = &app->problems[app->nproblems];
 	t->slug = ps;
@@ -228,8 +271,10 @@ problem_v(idem_req *req, enum idem_problem p, const char *ext,
 		rc = idem_resp_header(req, "Retry-After", "1");
 	if (rc == 0 && p == IDEM_P_UNAVAILABLE)
 		rc = idem_resp_header(req, "Retry-After", "1");
-	/* The Idempotency-Key draft: the client can look the error up. */
-	if (rc == 0 && (t->status == 400 || t->status == 422))
+	/* The Idempotency-Key draft: the client can look the error up;
+	 * and an application's type, whatever its status. */
+	if (rc == 0 && (t->status == 400 || t->status == 422 ||
+	    p >= IDEM_P__MAX))
 		rc = idem_problem_link(req, t->slug);
 	return rc;
 }

@@ -21,6 +21,8 @@
 
 #define SEGS_MAX	32
 #define METHOD_MAX	32
+#define STR_(x)	#x
+#define STR(x)	STR_(x)
 
 struct span {
 	const char	*p;
@@ -52,37 +54,67 @@ is_dots(const char *s, size_t len)
 /*
  * A pattern must be one that some path can match: it starts with '/',
  * has at most SEGS_MAX segments and IDEM_MAX_PARAMS distinct ":name"s,
- * and no "." or ".." segment.
+ * and no "." or ".." segment.  NULL, or why it is refused.
  */
-static int
-pattern_ok(const char *pat)
+static const char *
+pattern_refusal(const char *pat)
 {
 	const char	*s, *e, *names[IDEM_MAX_PARAMS];
 	size_t		 len[IDEM_MAX_PARAMS], nseg = 0, np = 0, i, n;
 
 	if (pat[0] != '/' || strlen(pat) > IDEM_PATH_MAX)
-		return 0;
+		return "the pattern must start with '/' and be at most "
+		    STR(IDEM_PATH_MAX) " bytes";
 	for (s = pat + 1;; s = e + 1) {
 		e = strchr(s, '/');
 		n = e != NULL ? (size_t)(e - s) : strlen(s);
-		if (++nseg > SEGS_MAX || is_dots(s, n))
-			return 0;
+		if (++nseg > SEGS_MAX)
+			return "the pattern has more than " STR(SEGS_MAX)
+			    " segments";
+		if (is_dots(s, n))
+			return "the pattern has a '.' or '..' segment, which "
+			    "no path matches";
 		if (s[0] == ':') {
 			if (n == 1 || np == IDEM_MAX_PARAMS)
-				return 0;
+				return "a ':' segment needs a name, and at most "
+				    STR(IDEM_MAX_PARAMS) " are allowed";
 			for (i = 1; i < n; i++)
 				if (!is_name_char(s[i]))
-					return 0;
+					return "a parameter's name is letters, "
+					    "digits and '_'";
 			for (i = 0; i < np; i++)
 				if (len[i] == n - 1 &&
 				    memcmp(names[i], s + 1, n - 1) == 0)
-					return 0;
+					return "a parameter's name is used twice";
 			names[np] = s + 1;
 			len[np++] = n - 1;
 		}
 		if (e == NULL)
-			return 1;
+			return NULL;
 	}
+}
+
+const char *
+idem_router_refusal(const struct idem_router *r, const char *method,
+    const char *pattern, idem_handler_fn fn)
+{
+	size_t	i, len;
+
+	if (r == NULL || method == NULL || pattern == NULL)
+		return "no method or pattern";
+	if (fn == NULL)
+		return "no handler";
+	len = strlen(method);
+	if (len == 0 || len > METHOD_MAX ||
+	    strspn(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != len)
+		return "the method must be 1 to " STR(METHOD_MAX)
+		    " upper-case letters";
+	/* The same method and pattern twice is a mistake: one is dead. */
+	for (i = 0; i < r->nroutes; i++)
+		if (strcmp(r->routes[i].method, method) == 0 &&
+		    strcmp(r->routes[i].pattern, pattern) == 0)
+			return "registered already";
+	return pattern_refusal(pattern);
 }
 
 int
@@ -93,22 +125,8 @@ idem_router_add(struct idem_router *r, const char *method,
 	size_t			 i, len;
 	char			*pat, *m;
 
-	if (r == NULL || method == NULL || pattern == NULL || fn == NULL)
+	if (idem_router_refusal(r, method, pattern, fn) != NULL)
 		return -1;
-	len = strlen(method);
-	if (len == 0 || len > METHOD_MAX)
-		return -1;
-	for (i = 0; i < len; i++)
-		if (method[i] < 'A' || method[i] > 'Z')
-			return -1;
-	if (!pattern_ok(pattern))
-		return -1;
-	/* The same method and pattern twice is a mistake: one is dead. */
-	for (i = 0; i < r->nroutes; i++)
-		if (strcmp(r->routes[i].method, method) == 0 &&
-		    strcmp(r->routes[i].pattern, pattern) == 0)
-			return -1;
-
 	len = strlen(pattern);
 	if ((pat = malloc(2 * (len + 1))) == NULL)
 		return -1;

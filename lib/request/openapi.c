@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "private.h"
+#include "outbox.h"
 
 /* Seconds as a JSON number, exact for any millisecond value. */
 static int
@@ -253,6 +254,15 @@ builtin(const struct idem_route *rt)
 	return NULL;
 }
 
+/* The headers of an answer stored under the key: the first answer and
+ * every replay. */
+static void
+stored_refs(idem_json *j)
+{
+	header_ref(j, "Idempotency-Key-Expires", "IdempotencyKeyExpires");
+	header_ref(j, "Idempotent-Replayed", "IdempotentReplayed");
+}
+
 /* The headers of a success (or a stored 4xx) of route rt. */
 static void
 success_headers(idem_json *j, const struct idem_route *rt, int location)
@@ -263,12 +273,8 @@ success_headers(idem_json *j, const struct idem_route *rt, int location)
 	idem_json_object(j);
 	if (location)
 		header_ref(j, "Location", "Location");
-	if (rt->flags & IDEM_ROUTE_IDEMPOTENT) {
-		/* The first answer and every replay (stored 4xx too). */
-		header_ref(j, "Idempotency-Key-Expires",
-		    "IdempotencyKeyExpires");
-		header_ref(j, "Idempotent-Replayed", "IdempotentReplayed");
-	}
+	if (rt->flags & IDEM_ROUTE_IDEMPOTENT)
+		stored_refs(j);
 	idem_json_object_end(j);
 }
 
@@ -335,6 +341,36 @@ lists(const idem_app *app, const struct idem_route *rt, int p, int status)
 }
 
 /*
+ * The headers of the problems of one status: Retry-After on 503 and on
+ * idempotency-key-in-flight's 409; those of a stored answer on what a
+ * handler answers on an idempotent route (a 4xx, but 401, 413 and 415,
+ * the middleware's alone, and 409, the key protocol's, unless an
+ * application type of that status is listed; a 5xx is never stored).
+ */
+static void
+problem_headers(idem_json *j, const idem_app *app,
+    const struct idem_route *rt, int status)
+{
+	int	retry, stored, app_type = 0, p;
+
+	for (p = IDEM_P__MAX; p < idem_problem_count(app); p++)
+		app_type |= lists(app, rt, p, status);
+	retry = status == 503 || lists(app, rt, IDEM_P_KEY_IN_FLIGHT, status);
+	stored = (rt->flags & IDEM_ROUTE_IDEMPOTENT) && status < 500 &&
+	    (app_type || (status != 401 && status != 409 && status != 413 &&
+	    status != 415));
+	if (!retry && !stored)
+		return;
+	idem_json_key(j, "headers");
+	idem_json_object(j);
+	if (retry)
+		header_ref(j, "Retry-After", "RetryAfter");
+	if (stored)
+		stored_refs(j);
+	idem_json_object_end(j);
+}
+
+/*
  * The problems of one status that route rt can answer, if any: their
  * titles as the description, their type URIs as the schema's enum.
  */
@@ -361,16 +397,7 @@ problems(idem_json *j, const idem_app *app, const struct idem_route *rt,
 	idem_json_key(j, code);
 	idem_json_object(j);
 	idem_json_kstr(j, "description", desc);
-	if (status == 503 || status == 409) {
-		idem_json_key(j, "headers");
-		idem_json_object(j);
-		header_ref(j, "Retry-After", "RetryAfter");
-		idem_json_object_end(j);
-	} else if (status < 500 && status != 401 && status != 413 &&
-	    status != 415)
-		/* A handler's 4xx is stored (these three are the middleware's
-		 * alone, and a 5xx is never stored). */
-		success_headers(j, rt, 0);
+	problem_headers(j, app, rt, status);
 	content(j, "application/problem+json");
 	idem_json_key(j, "allOf");
 	idem_json_array(j);
@@ -810,7 +837,7 @@ static void
 webhook(idem_json *j, const struct idem_webhook_decl *w)
 {
 	static const char *const fails[] = { "4XX", "5XX" };
-	char	id[96];
+	char	id[16 + IDEM_EVENT_TYPE_MAX];
 	size_t	i;
 
 	idem_json_key(j, w->type);
@@ -911,7 +938,10 @@ static const char api_doc[] =
 	"key executes, once.  A 5xx stores nothing: retry with the same key.  "
 	"409 idempotency-key-in-flight: retry with the same key after "
 	"Retry-After.  422 idempotency-key-reused: the key holds another "
-	"request; use a new key for a new one.  410 idempotency-key-expired "
+	"request; use a new key for a new one.  Decide by the type, not the "
+	"status: an application's own type of 409 or 422 is the handler's "
+	"answer, stored and replayed (Idempotent-Replayed: true) like any "
+	"4xx it answers.  410 idempotency-key-expired "
 	"(routes whose x-idempotency has remember_seconds): the same request "
 	"was executed under the key before its record expired; do not retry: "
 	"the operation happened; look it up.  Integer members accept only "
@@ -944,15 +974,15 @@ idem_openapi(const idem_app *app)
 		idem_json_object_end(j);
 	}
 	idem_json_object_end(j);
-	/* Only when configured: a client resolves paths against it. */
-	if (app->cfg.openapi_server_url != NULL) {
-		idem_json_key(j, "servers");
-		idem_json_array(j);
-		idem_json_object(j);
-		idem_json_kstr(j, "url", app->cfg.openapi_server_url);
-		idem_json_object_end(j);
-		idem_json_array_end(j);
-	}
+	/* A client resolves paths against it; unset, "/" (the document's
+	 * own server), which is what OpenAPI means by no servers. */
+	idem_json_key(j, "servers");
+	idem_json_array(j);
+	idem_json_object(j);
+	idem_json_kstr(j, "url", app->cfg.openapi_server_url != NULL ?
+	    app->cfg.openapi_server_url : "/");
+	idem_json_object_end(j);
+	idem_json_array_end(j);
 	idem_json_key(j, "paths");
 	idem_json_object(j);
 	/* One path item per pattern, its methods together. */
@@ -1025,26 +1055,53 @@ text_ok(const char *s, size_t max, const char *set)
 	return 1;
 }
 
+/* The route a declaration is for (call names it in the reason), or NULL
+ * with the reason set. */
+static struct idem_route *
+declared_route(idem_app *app, const char *call, const char *method,
+    const char *pattern)
+{
+	struct idem_route	*rt;
+
+	if (method == NULL || pattern == NULL) {
+		idem_app_refuse(app, "%s: no method or pattern", call);
+		return NULL;
+	}
+	if ((rt = idem_route_of(app, method, pattern)) == NULL)
+		idem_app_refuse(app, "%s(%.32s %.256s): no such route "
+		    "(idem_app_route() first)", call, method, pattern);
+	return rt;
+}
+
 int
 idem_app_route_summary(idem_app *app, const char *method,
     const char *pattern, const char *operation_id, const char *summary)
 {
+	static const char	 call[] = "idem_app_route_summary";
 	struct idem_route	*rt;
 	size_t			 i;
 
-	if (app == NULL || method == NULL || pattern == NULL ||
-	    !text_ok(operation_id, 64, "abcdefghijklmnopqrstuvwxyz"
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") ||
-	    !text_ok(summary, 200, NULL))
+	if (app == NULL || (rt = declared_route(app, call, method,
+	    pattern)) == NULL)
 		return -1;
-	if ((rt = idem_route_of(app, method, pattern)) == NULL ||
-	    rt->operation_id != NULL)
-		return -1;
+	if (!text_ok(operation_id, 64, "abcdefghijklmnopqrstuvwxyz"
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"))
+		return idem_app_refuse(app, "%s(%s %.256s): the operation id "
+		    "must be 1 to 64 letters, digits, '_' and '-'", call,
+		    method, pattern);
+	if (!text_ok(summary, 200, NULL))
+		return idem_app_refuse(app, "%s(%s %.256s): the summary must be "
+		    "1 to 200 printable characters", call, method, pattern);
+	if (rt->operation_id != NULL)
+		return idem_app_refuse(app, "%s(%s %.256s): declared already",
+		    call, method, pattern);
 	for (i = 0; i < app->router.nroutes; i++)
 		if (app->router.routes[i].operation_id != NULL &&
 		    strcmp(app->router.routes[i].operation_id,
 		    operation_id) == 0)
-			return -1;
+			return idem_app_refuse(app, "%s(%s %.256s): operation id "
+			    "%s is another route's", call, method, pattern,
+			    operation_id);
 	rt->operation_id = operation_id;
 	rt->summary = summary;
 	return 0;
@@ -1054,22 +1111,31 @@ int
 idem_app_route_response(idem_app *app, const char *method,
     const char *pattern, const struct idem_response *responses)
 {
+	static const char	 call[] = "idem_app_route_response";
 	struct idem_route	*rt;
 	size_t			 i, k;
 
-	if (app == NULL || method == NULL || pattern == NULL ||
-	    responses == NULL || responses[0].status == 0)
+	if (app == NULL || (rt = declared_route(app, call, method,
+	    pattern)) == NULL)
 		return -1;
+	if (responses == NULL || responses[0].status == 0)
+		return idem_app_refuse(app, "%s(%s %.256s): no response "
+		    "declared", call, method, pattern);
 	for (i = 0; responses[i].status != 0; i++) {
 		if (responses[i].status < 200 || responses[i].status > 299)
-			return -1;
+			return idem_app_refuse(app, "%s(%s %.256s): status %d "
+			    "is not a success (200 to 299; problems are "
+			    "idem_app_route_problems()'s)", call, method,
+			    pattern, responses[i].status);
 		for (k = 0; k < i; k++)
 			if (responses[k].status == responses[i].status)
-				return -1;
+				return idem_app_refuse(app, "%s(%s %.256s): "
+				    "status %d twice", call, method, pattern,
+				    responses[i].status);
 	}
-	if ((rt = idem_route_of(app, method, pattern)) == NULL ||
-	    rt->responses != NULL)
-		return -1;
+	if (rt->responses != NULL)
+		return idem_app_refuse(app, "%s(%s %.256s): declared already",
+		    call, method, pattern);
 	rt->responses = responses;
 	return 0;
 }
@@ -1078,22 +1144,30 @@ int
 idem_app_route_problems(idem_app *app, const char *method,
     const char *pattern, const char *const *slugs)
 {
+	static const char	 call[] = "idem_app_route_problems";
 	struct idem_route	*rt;
 	const char *const	*s;
 	int			 p;
 
-	if (app == NULL || method == NULL || pattern == NULL || slugs == NULL)
+	if (app == NULL || (rt = declared_route(app, call, method,
+	    pattern)) == NULL)
 		return -1;
+	if (slugs == NULL)
+		return idem_app_refuse(app, "%s(%s %.256s): no slugs", call,
+		    method, pattern);
 	for (s = slugs; *s != NULL; s++) {
 		for (p = IDEM_P__MAX; p < idem_problem_count(app); p++)
 			if (strcmp(idem_problem_type(app, p)->slug, *s) == 0)
 				break;
 		if (p == idem_problem_count(app))
-			return -1;
+			return idem_app_refuse(app, "%s(%s %.256s): %.64s is no "
+			    "application problem type (idem_app_problem() "
+			    "first; the library's are listed by what the "
+			    "route is)", call, method, pattern, *s);
 	}
-	if ((rt = idem_route_of(app, method, pattern)) == NULL ||
-	    rt->problems != NULL)
-		return -1;
+	if (rt->problems != NULL)
+		return idem_app_refuse(app, "%s(%s %.256s): declared already",
+		    call, method, pattern);
 	rt->problems = slugs;
 	return 0;
 }
@@ -1104,14 +1178,24 @@ idem_app_webhook(idem_app *app, const char *type, const char *summary,
 {
 	size_t	i;
 
-	if (app == NULL || data == NULL || !text_ok(type, 64,
-	    "abcdefghijklmnopqrstuvwxyz0123456789._-") ||
-	    !text_ok(summary, 200, NULL) ||
-	    app->nwebhooks == IDEM_APP_WEBHOOKS_MAX)
+	if (app == NULL)
 		return -1;
+	/* The types idem_req_enqueue() accepts (outbox.h). */
+	if (!text_ok(type, IDEM_EVENT_TYPE_MAX, IDEM_EVENT_TYPE_CHARS))
+		return idem_app_refuse(app, "idem_app_webhook: the type must be "
+		    "1 to %d letters, digits, '.', '_' and '-'",
+		    IDEM_EVENT_TYPE_MAX);
+	if (!text_ok(summary, 200, NULL) || data == NULL)
+		return idem_app_refuse(app, "idem_app_webhook(%s): the summary "
+		    "must be 1 to 200 printable characters, and data a body",
+		    type);
+	if (app->nwebhooks == IDEM_APP_WEBHOOKS_MAX)
+		return idem_app_refuse(app, "idem_app_webhook(%s): more than %d "
+		    "events", type, IDEM_APP_WEBHOOKS_MAX);
 	for (i = 0; i < app->nwebhooks; i++)
 		if (strcmp(app->webhooks[i].type, type) == 0)
-			return -1;
+			return idem_app_refuse(app, "idem_app_webhook(%s): "
+			    "declared already", type);
 	app->webhooks[app->nwebhooks].type = type;
 	app->webhooks[app->nwebhooks].summary = summary;
 	app->webhooks[app->nwebhooks].data = data;

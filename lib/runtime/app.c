@@ -48,18 +48,32 @@ int
 idem_app_route(idem_app *app, const char *method, const char *pattern,
     unsigned flags, idem_handler_fn fn, void *arg)
 {
+	const char	*why;
+
+	if (app == NULL)
+		return -1;
 	/* An idempotent route fingerprints a JSON body. */
 	if (flags & IDEM_ROUTE_PHASED)
 		flags |= IDEM_ROUTE_IDEMPOTENT;
 	if (flags & IDEM_ROUTE_IDEMPOTENT)
 		flags |= IDEM_ROUTE_JSON;
-	return idem_router_add(&app->router, method, pattern, flags, fn, arg);
+	if ((why = idem_router_refusal(&app->router, method, pattern,
+	    fn)) != NULL)
+		return idem_app_refuse(app, "idem_app_route(%.32s %.256s): %s",
+		    method != NULL ? method : "(null)",
+		    pattern != NULL ? pattern : "(null)", why);
+	if (idem_router_add(&app->router, method, pattern, flags, fn,
+	    arg) == -1)
+		return idem_app_refuse(app, "idem_app_route(%s %.256s): out of "
+		    "memory", method, pattern);
+	return 0;
 }
 
 int
 idem_app_config_key(idem_app *app, const char *section, const char *key)
 {
-	return idem_cfg_allow(&app->cfg, section, key);
+	return idem_app_config_key_type(app, section, key,
+	    IDEM_CONFIG_STRING);
 }
 
 const char *
@@ -72,7 +86,18 @@ int
 idem_app_config_key_type(idem_app *app, const char *section,
     const char *key, enum idem_config_type type)
 {
-	return idem_cfg_allow_typed(&app->cfg, section, key, type);
+	const char	*why;
+
+	if (app == NULL)
+		return -1;
+	if ((why = idem_cfg_allow_refusal(section, key, type)) != NULL)
+		return idem_app_refuse(app, "idem_app_config_key([%.64s] %.64s):"
+		    " %s", section != NULL ? section : "(null)",
+		    key != NULL ? key : "(null)", why);
+	if (idem_cfg_allow_typed(&app->cfg, section, key, type) == -1)
+		return idem_app_refuse(app, "idem_app_config_key([%.64s] %.64s):"
+		    " out of memory", section, key);
+	return 0;
 }
 
 int
@@ -317,8 +342,9 @@ problem_route(idem_app *app)
 		return 0;
 	if (asprintf(&pat, "%s:slug", base) < 0)
 		return -1;
-	/* Refused when the application took the path: its pages win. */
-	idem_app_route(app, "GET", pat, IDEM_ROUTE_PUBLIC,
+	/* Refused when the application took the path: its pages win (the
+	 * router's refusal, not the application's: no idem_app_error()). */
+	idem_router_add(&app->router, "GET", pat, IDEM_ROUTE_PUBLIC,
 	    idem_problem_doc_handler, NULL);
 	free(pat);
 	return 0;
@@ -332,10 +358,10 @@ idem_app_prepare(idem_app *app)
 	/* The metrics endpoint, unless the application took the path or it
 	 * has a socket of its own ([metrics] listen). */
 	if (app->cfg.metrics_listen == NULL)
-		idem_app_route(app, "GET", "/metrics", IDEM_ROUTE_LOCAL,
-		    idem_metrics_handler, NULL);
-	idem_app_route(app, "GET", "/openapi.json", IDEM_ROUTE_PUBLIC,
-	    idem_openapi_handler, NULL);
+		idem_router_add(&app->router, "GET", "/metrics",
+		    IDEM_ROUTE_LOCAL, idem_metrics_handler, NULL);
+	idem_router_add(&app->router, "GET", "/openapi.json",
+	    IDEM_ROUTE_PUBLIC, idem_openapi_handler, NULL);
 	if (problem_route(app) == -1)
 		return 1;
 	if ((app->pool = idem_pool_new(app->cfg.conninfo, app->cfg.pool_size,

@@ -106,20 +106,10 @@ idem_url_reason(enum idem_url_verdict v)
 int
 idem_event_type_ok(const char *type)
 {
-	size_t	i;
+	size_t	n = type != NULL ? strnlen(type, IDEM_EVENT_TYPE_MAX + 1) : 0;
 
-	if (type == NULL || *type == '\0')
-		return 0;
-	for (i = 0; type[i] != '\0'; i++) {
-		if (i == IDEM_EVENT_TYPE_MAX)
-			return 0;
-		if (!((type[i] >= 'a' && type[i] <= 'z') ||
-		    (type[i] >= 'A' && type[i] <= 'Z') ||
-		    (type[i] >= '0' && type[i] <= '9') ||
-		    type[i] == '.' || type[i] == '_' || type[i] == '-'))
-			return 0;
-	}
-	return 1;
+	return n > 0 && n <= IDEM_EVENT_TYPE_MAX &&
+	    strspn(type, IDEM_EVENT_TYPE_CHARS) == n;
 }
 
 enum idem_attempt

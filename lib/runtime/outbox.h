@@ -29,8 +29,11 @@ enum idem_url_verdict idem_url_verdict(const char *url);
 /* A sentence for the problem's detail ("must be an http or https URL"). */
 const char	*idem_url_reason(enum idem_url_verdict v);
 
-/* An event type: 1 to IDEM_EVENT_TYPE_MAX letters, digits, '.', '_', '-'. */
+/* An event type: 1 to IDEM_EVENT_TYPE_MAX of IDEM_EVENT_TYPE_CHARS (what
+ * idem_req_enqueue() sends and idem_app_webhook() declares alike). */
 #define IDEM_EVENT_TYPE_MAX	128
+#define IDEM_EVENT_TYPE_CHARS	"abcdefghijklmnopqrstuvwxyz" \
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
 int		 idem_event_type_ok(const char *type);
 
 /* What one delivery attempt's outcome means. */
