@@ -3,9 +3,12 @@
  * accounts in two committed phases, with a declared body, the JSON writer,
  * typed parameters, a fraud check over HTTP (idem_http(3)) before any
  * money moves, a stored 402 payment-declined when the source account
- * cannot pay, a log line per refusal, and a paginated list.
+ * cannot pay, a stored 409 transfer-conflict of its own when the source's
+ * balance is not the one the client expected, a log line per refusal, and
+ * a paginated list.
  *
- *   POST /v1/transfers   {"from": "a", "to": "b", "amount": 5, "memo": ""}
+ *   POST /v1/transfers   {"from": "a", "to": "b", "amount": 5, "memo": "",
+ *                         "expect_balance": 100}
  *                        phase "started": ask [ledger] fraud_url, if set;
  *                                         hold the amount (debit, held row)
  *                        phase "held":    settle (credit), answer 201
@@ -18,10 +21,16 @@
  * transfer (403 transfer-refused, stored); no answer is a 503 (nothing
  * stored: the retry asks again, under the same derived key).
  *
+ * expect_balance (optional) is the source's balance the client saw: if it
+ * changed meanwhile, 409 transfer-conflict, stored like the 402.  A client
+ * tells it from 409 idempotency-key-in-flight by the type (and that one
+ * carries Retry-After, is not stored, and the same key may be retried).
+ *
  * Build: cc $(pkg-config --cflags idem) ledger.c $(pkg-config --libs idem)
  * The tables are in ledger.sql; GET /openapi.json describes the API.
  * Test:  make test (ledger_test.c, with libidem_test: idem_test(3)).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,10 +44,46 @@ static const struct idem_body transfer = { (const struct idem_member[]){
 	{ .name = "amount", .type = IDEM_T_INTEGER, .flags = IDEM_REQUIRED,
 	  .min = 1, .max = 1000000000, .doc = "in minor units" },
 	{ .name = "memo", .type = IDEM_T_STRING, .max = 140 },
+	{ .name = "expect_balance", .type = IDEM_T_INTEGER, .max =
+	  IDEM_INT_EXACT_MAX, .doc = "the source's balance the client saw; "
+	  "another is 409 transfer-conflict" },
 	{ .name = NULL } }, 0, NULL, 0, 0 };
 
 /* The problem types of a refused transfer (idem_app_problem() below). */
-static int	p_declined = -1, p_refused = -1;
+static int	p_declined = -1, p_refused = -1, p_conflict = -1;
+static const char *const transfer_problems[] = { "payment-declined",
+	"transfer-refused", "transfer-conflict", NULL };
+
+/*
+ * With expect_balance: the source's balance, locked until the phase
+ * commits, against it.  0 as expected (or not asked), 1 answered with the
+ * 409 (the handler's answer, stored), -1 a failure.
+ */
+static int
+balance_conflict(idem_req *req)
+{
+	long long	 expected = idem_req_int(req, "expect_balance", -1), have;
+	idem_args	*a;
+	PGresult	*r;
+
+	if (expected == -1)
+		return 0;
+	a = idem_args_new();
+	idem_args_tenant(a, req);
+	idem_args_member(a, req, "from");
+	if ((r = idem_req_exec(req, "SELECT balance FROM accounts WHERE "
+	    "api_key_id = $1 AND name = $2 FOR UPDATE", a)) == NULL)
+		return -1;
+	have = PQntuples(r) == 1 ? atoll(PQgetvalue(r, 0, 0)) : 0;
+	PQclear(r);
+	if (have == expected)
+		return 0;
+	idem_req_log(req, IDEM_LOG_INFO, "transfer from %s: balance %lld, "
+	    "%lld expected", idem_req_str(req, "from"), have, expected);
+	return idem_resp_problem(req, (enum idem_problem)p_conflict,
+	    "from: its balance is %lld, not the %lld expected", have,
+	    expected) == 0 ? 1 : -1;
+}
 
 /*
  * Ask the fraud service about this transfer: 1 allowed, 0 refused, -1 no
@@ -94,7 +139,7 @@ hold(idem_req *req, void *arg)
 	const char	*fraud_url;
 	idem_args	*a;
 	PGresult	*r;
-	int		 moved, allowed;
+	int		 moved, allowed, conflict;
 
 	(void)arg;
 	if (strcmp(idem_req_str(req, "from"), idem_req_str(req, "to")) == 0)
@@ -114,6 +159,8 @@ hold(idem_req *req, void *arg)
 		    "the fraud check refused this transfer") == 0 ?
 		    IDEM_PHASE_END : -1;
 	}
+	if ((conflict = balance_conflict(req)) != 0)
+		return conflict == 1 ? IDEM_PHASE_END : -1;
 	a = idem_args_new();
 	idem_args_tenant(a, req);
 	idem_args_member(a, req, "from");
@@ -229,8 +276,8 @@ healthz(idem_req *req, void *arg)
 	return idem_json_send(j, req, 200);
 }
 
-/* The application: its problem type and routes.  ledger_test.c tests
- * this very one. */
+/* The application: its problem types and routes.  ledger_test.c tests
+ * this very one.  A declaration refused: its reason on stderr, NULL. */
 idem_app *
 ledger_app(void)
 {
@@ -238,28 +285,37 @@ ledger_app(void)
 
 	if ((app = idem_app_new("ledger")) == NULL)
 		return NULL;
-	if ((p_declined = idem_app_problem(app, "payment-declined", 402,
+	p_declined = idem_app_problem(app, "payment-declined", 402,
 	    "Payment declined", "The card was declined; the answer is stored "
-	    "for this key.")) == -1) {
-		idem_app_free(app);
-		return NULL;
-	}
-	if ((p_refused = idem_app_problem(app, "transfer-refused", 403,
+	    "for this key.");
+	p_refused = idem_app_problem(app, "transfer-refused", 403,
 	    "Transfer refused", "The fraud check refused the transfer; the "
-	    "answer is stored for this key.")) == -1 ||
-	    idem_app_config_key(app, "ledger", "fraud_url") == -1 ||
-	    idem_app_config_key_type(app, "ledger", "fraud_timeout",
-	    IDEM_CONFIG_DURATION) == -1) {
-		idem_app_free(app);
-		return NULL;
-	}
+	    "answer is stored for this key.");
+	/* The application's own 409: not idempotency-key-in-flight (no
+	 * Retry-After; stored, so the same key replays it). */
+	p_conflict = idem_app_problem(app, "transfer-conflict", 409,
+	    "Transfer conflicts with the account", "The source account's "
+	    "balance is not the one the transfer expected; the answer is "
+	    "stored for this key: read the balance again and send a new "
+	    "transfer with a new key.");
+	idem_app_config_key(app, "ledger", "fraud_url");
+	idem_app_config_key_type(app, "ledger", "fraud_timeout",
+	    IDEM_CONFIG_DURATION);
 	idem_app_route(app, "POST", "/v1/transfers", IDEM_ROUTE_PHASED,
 	    transfer_create, NULL);
 	idem_app_route_body(app, "POST", "/v1/transfers", &transfer);
+	idem_app_route_problems(app, "POST", "/v1/transfers",
+	    transfer_problems);
 	idem_app_route(app, "GET", "/v1/transfers", 0, transfer_list, NULL);
 	idem_app_route_query(app, "GET", "/v1/transfers", list_params);
 	idem_app_route(app, "GET", "/healthz", IDEM_ROUTE_PUBLIC, healthz,
 	    NULL);
+	/* The first refusal, if any, says which call and why. */
+	if (idem_app_error(app)[0] != '\0') {
+		fprintf(stderr, "ledger: %s\n", idem_app_error(app));
+		idem_app_free(app);
+		return NULL;
+	}
 	return app;
 }
 

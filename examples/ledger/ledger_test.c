@@ -239,6 +239,61 @@ same(const struct idem_test_resp *a, const struct idem_test_resp *b)
 	    memcmp(idem_test_body(a, NULL), idem_test_body(b, NULL), alen) == 0;
 }
 
+/*
+ * The application's own 409 (transfer-conflict): a problem like the
+ * library's (instance, Link, its page), stored and replayed, told from
+ * idempotency-key-in-flight by its type (no Retry-After), and listed
+ * beside it under the route's 409 in /openapi.json.
+ */
+static void
+app_conflict_checks(void)
+{
+	struct idem_test_resp	*a, *b;
+	const char		*body, *link, *inst;
+	long long		 before = balance("alice");
+	char			 move[128];
+
+	a = transfer("conflict-1", "{\"from\": \"alice\", \"to\": \"bob\", "
+	    "\"amount\": 1, \"expect_balance\": 999}");
+	body = idem_test_body(a, NULL);
+	link = idem_test_header(a, "Link");
+	inst = strstr(body, "\"instance\":\"");
+	ok(is_problem(a, 409, "\"type\":\"/problems/transfer-conflict\"") &&
+	    idem_test_header(a, "Retry-After") == NULL &&
+	    idem_test_header(a, "Idempotency-Key-Expires") != NULL &&
+	    !replayed(a), "a stale expect_balance -> 409 transfer-conflict, "
+	    "stored (Idempotency-Key-Expires), no Retry-After");
+	ok(link != NULL && strcmp(link, "</problems/transfer-conflict>; "
+	    "rel=\"describedby\"") == 0 && inst != NULL &&
+	    strspn(inst + 12, "0123456789abcdef") == 16 && inst[28] == '"',
+	    "... with its Link and its request id as instance");
+	b = transfer("conflict-1", "{\"from\": \"alice\", \"to\": \"bob\", "
+	    "\"amount\": 1, \"expect_balance\": 999}");
+	ok(same(a, b) && replayed(b) && balance("alice") == before,
+	    "... the same key replays it (Idempotent-Replayed: true), no "
+	    "money moved");
+	idem_test_response_free(b);
+	idem_test_response_free(a);
+	snprintf(move, sizeof(move), "{\"from\": \"alice\", \"to\": \"bob\", "
+	    "\"amount\": 1, \"expect_balance\": %lld}", before);
+	a = transfer("conflict-2", move);
+	ok(idem_test_status(a) == 201 && balance("alice") == before - 1,
+	    "the balance expected -> 201, moved");
+	idem_test_response_free(a);
+	a = get("/problems/transfer-conflict");
+	ok(idem_test_status(a) == 200 && strstr(idem_test_body(a, NULL),
+	    "HTTP status 409") != NULL, "GET /problems/transfer-conflict -> "
+	    "its page");
+	idem_test_response_free(a);
+	a = get("/openapi.json");
+	body = idem_test_body(a, NULL);
+	body = body != NULL ? strstr(body, "\"409\":{") : NULL;
+	ok(body != NULL && strstr(body, "\"enum\":[\"/problems/"
+	    "idempotency-key-in-flight\",\"/problems/transfer-conflict\"]") !=
+	    NULL, "/openapi.json: POST /v1/transfers' 409 lists both types");
+	idem_test_response_free(a);
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -381,6 +436,8 @@ main(int argc, char *argv[])
 		ok(found, "the refusal is logged (idem_req_log), with its "
 		    "request id");
 	}
+
+	app_conflict_checks();
 
 	if (idem_test_request(t, "GET", "/problems/payment-declined", NULL,
 	    NULL, &a) == -1) {

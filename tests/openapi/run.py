@@ -2,7 +2,9 @@
 """run.py - /openapi.json as a generator uses it: a payments.fcgi of its
 own (with an acquirer configured, so that POST /v1/payments can answer
 402, and [openapi] server_url) serves the document; `redocly lint` with
-the recommended ruleset must report no error and no warning;
+the recommended ruleset must report 0 errors and 0 warnings on it, and on
+the document served with the shipped conf/payments.ini (its conninfo
+aside: no server_url, so servers is "/", and the license it ships);
 openapi-typescript generates the types and `tsc --strict` must accept
 client.ts (create a payment, read its id, list with limit, handle a 402,
 register a webhook endpoint, read a payment.succeeded event as the
@@ -71,6 +73,25 @@ def lint(bindir, here, doc):
                                                p.stderr)
 
 
+def shipped_config(srcdir, conninfo):
+    """conf/payments.ini as shipped, but for its [database] conninfo."""
+    with open(os.path.join(srcdir, "conf", "payments.ini")) as f:
+        text = f.read()
+    text, n = re.subn(r"(?m)^conninfo = .*$", "conninfo = " + conninfo,
+                      text)
+    return text if n == 1 else None
+
+
+def served(builddir, conf, tmp, name):
+    """The document payments.fcgi serves with conf: (doc, why)."""
+    app = App(builddir, conf, os.path.join(tmp, name + ".sock"),
+              os.path.join(tmp, name + ".log"))
+    try:
+        return fetch_document(app)
+    finally:
+        app.stop()
+
+
 def tsc(bindir, work, script):
     """tsc --noEmit --strict on script (in work, next to api.d.ts)."""
     conf = os.path.join(work, "tsconfig.%s.json" % script)
@@ -119,12 +140,27 @@ def main():
                     os.path.join(args.srcdir, "sql"), "--dir",
                     os.path.join(args.srcdir, "apps", "payments", "sql")],
                    check=True, stdout=subprocess.DEVNULL)
-    app = App(args.builddir, conf, os.path.join(tmp, "app.sock"),
-              os.path.join(tmp, "app.log"))
-    try:
-        doc, why = fetch_document(app)
-    finally:
-        app.stop()
+    # The configuration the sample ships, as a newcomer runs it.
+    shipped = shipped_config(args.srcdir, "host=%s port=%s dbname=idem_openapi "
+                             "user=postgres" % (args.pghost, args.pgport))
+    if ok(shipped is not None, "conf/payments.ini has one conninfo line"):
+        write(os.path.join(tmp, "shipped.ini"), shipped)
+        sdoc, why = served(args.builddir, os.path.join(tmp, "shipped.ini"),
+                           tmp, "shipped")
+        if ok(sdoc is not None, "GET /openapi.json of the sample with its "
+              "shipped conf/payments.ini", why):
+            ok(sdoc.get("servers") == [{"url": "/"}] and
+               "license" in sdoc["info"], "shipped: servers \"/\" (none "
+               "configured) and the shipped license",
+               (sdoc.get("servers"), sdoc["info"].get("license")))
+            write(os.path.join(tmp, "shipped.json"), json.dumps(sdoc))
+            errors, warnings, out = lint(bindir, here,
+                                         os.path.join(tmp, "shipped.json"))
+            ok(errors == 0 and warnings == 0,
+               "redocly lint (recommended rules) of the shipped "
+               "configuration's document: %s errors, %s warnings"
+               % (errors, warnings), out)
+    doc, why = served(args.builddir, conf, tmp, "app")
     if not ok(doc is not None, "GET /openapi.json of the sample", why):
         shutil.rmtree(tmp, ignore_errors=True)
         return done()
