@@ -474,7 +474,7 @@ test_openapi_declared(void)
 		{ { 200, NULL, 0, NULL }, { 200, &inner, 0, NULL },
 		  { 0, NULL, 0, NULL } },
 		{ { 0, NULL, 0, NULL } } };
-	static const char *const declined[] = { "declined", NULL };
+	static const char *const declined[] = { "declined", "busy", NULL };
 	static const char *const unknown[] = { "nope", NULL };
 	static const char *const library[] = { "not-found", NULL };
 	static const char *const want[] = {
@@ -498,8 +498,18 @@ test_openapi_declared(void)
 		    "\"string\",\"enum\":[\"red\",\"green\"]}}",
 		"\"402\":{\"description\":\"Declined\",",
 		"{\"enum\":[\"/problems/declined\"]}",
+		/* the application's 409 beside the in-flight one: both types,
+		 * Retry-After (the in-flight's) and a stored answer's headers
+		 * (the application's) */
 		"\"409\":{\"description\":\"A request with this "
-		    "Idempotency-Key is in progress\",\"headers\":{\"Retry-After\"",
+		    "Idempotency-Key is in progress; Busy\",\"headers\":{"
+		    "\"Retry-After\":{\"$ref\":\"#/components/headers/"
+		    "RetryAfter\"},\"Idempotency-Key-Expires\":{\"$ref\":"
+		    "\"#/components/headers/IdempotencyKeyExpires\"},"
+		    "\"Idempotent-Replayed\":{\"$ref\":\"#/components/headers/"
+		    "IdempotentReplayed\"}},",
+		"{\"enum\":[\"/problems/idempotency-key-in-flight\","
+		    "\"/problems/busy\"]}",
 		"\"200\":{\"description\":\"a page\",\"content\":"
 		    "{\"application/json\":{\"schema\":{\"type\":\"object\","
 		    "\"properties\":{\"object\":{\"type\":\"string\",\"const\":"
@@ -536,8 +546,9 @@ test_openapi_declared(void)
 	TAP_OK(app != NULL && idem_cfg_parse(&app->cfg, "t.ini", conf,
 	    sizeof(conf) - 1, err, sizeof(err)) == 0, "openapi: [openapi] "
 	    "server_url and license (%s)", err);
-	TAP_OK(idem_app_problem(app, "declined", 402, "Declined", NULL) > 0,
-	    "openapi: an application problem type");
+	TAP_OK(idem_app_problem(app, "declined", 402, "Declined", NULL) > 0 &&
+	    idem_app_problem(app, "busy", 409, "Busy", NULL) > 0,
+	    "openapi: application problem types (a 402, a 409)");
 	idem_app_route(app, "POST", "/p", IDEM_ROUTE_IDEMPOTENT, nop, NULL);
 	idem_app_route(app, "GET", "/p/:id", 0, nop, NULL);
 	idem_app_route(app, "GET", "/p", 0, nop, NULL);
