@@ -159,7 +159,7 @@ struct idem_webhook_decl {
 
 /* idem_app_webhook_routes() (endpoints.c): its declarations that name the
  * application's event types, so kept with the application. */
-#define IDEM_ENDPOINT_VIEW_MEMBERS	10	/* the view's, its NULL too */
+#define IDEM_ENDPOINT_VIEW_MEMBERS	9	/* the view's, its NULL too */
 struct idem_endpoint_decls {
 	const char		*types[IDEM_APP_WEBHOOKS_MAX + 1];
 	struct idem_member	 type;		/* one of types */
@@ -167,7 +167,7 @@ struct idem_endpoint_decls {
 	struct idem_body	 create_body;
 	struct idem_member	 view[IDEM_ENDPOINT_VIEW_MEMBERS];
 	struct idem_member	 item[IDEM_ENDPOINT_VIEW_MEMBERS];
-	struct idem_body	 view_body;	/* with its secret */
+	struct idem_body	 view_body;	/* the create's, with its secret */
 	struct idem_body	 item_body;	/* without */
 	struct idem_response	 created[2], page[2], read[2], enabled[2];
 	int			 done;		/* the routes are added */

@@ -79,14 +79,15 @@ endpoint_exec(idem_req *req, int64_t id, const char *sql)
 }
 
 /* POST: idempotent, so a retry gets the same endpoint and secret (the
- * stored answer) rather than a second one. */
+ * stored answer) rather than a second one.  {id, url, events, secret}: a
+ * new endpoint's health is that of any (enabled, nulls). */
 static int
 endpoint_create(idem_req *req, void *arg)
 {
 	yajl_val	 events = idem_req_member(req, "events");
 	const char	*types[IDEM_APP_WEBHOOKS_MAX];
 	char		 secret[IDEM_WEBHOOK_SECRET_MAX];
-	idem_args	*a;
+	idem_json	*j;
 	int64_t		 id;
 	size_t		 i, n;
 
@@ -108,13 +109,15 @@ endpoint_create(idem_req *req, void *arg)
 	default:
 		return -1;
 	}
-	a = idem_args_new();
-	idem_args_int(a, (long long)id);
-	idem_args_tenant(a, req);
-	idem_args_str(a, secret);
-	return send_endpoint(req, idem_req_exec(req, "SELECT "
-	    IDEM_ENDPOINT_COLS ", $3::text AS secret FROM "
-	    "idem_webhook_endpoints WHERE id = $1 AND api_key_id = $2", a), 201);
+	j = idem_json_new();
+	idem_json_object(j);
+	idem_json_kint(j, "id", (long long)id);
+	idem_json_kstr(j, "url", idem_req_str(req, "url"));
+	idem_json_key(j, "events");
+	idem_json_value(j, events);
+	idem_json_kstr(j, "secret", secret);
+	idem_json_object_end(j);
+	return idem_json_send(j, req, 201);
 }
 
 /* GET: newest first, a page at a time, like the other lists. */
@@ -276,8 +279,9 @@ static const struct idem_response recovered[] = {
 static const char *const limit_problem[] = { "webhook-endpoint-limit",
 	NULL };
 
-/* The members an endpoint's JSON shows (IDEM_ENDPOINT_COLS), into m (its
- * NULL end included), then the secret when with_secret. */
+/* The members an endpoint's JSON shows (IDEM_ENDPOINT_COLS) into m, or
+ * with_secret those of the create's answer (id, url, events, secret);
+ * then the NULL end. */
 static void
 view_members(struct idem_endpoint_decls *d, struct idem_member *m,
     int with_secret)
@@ -301,15 +305,16 @@ view_members(struct idem_endpoint_decls *d, struct idem_member *m,
 		{ .name = "failing_since", .type = IDEM_T_INTEGER,
 		  .doc = "Unix time, seconds, of its first failure since its "
 		  "last success; null: not failing" },
-		{ .name = "secret", .type = IDEM_T_STRING,
-		  .flags = IDEM_REQUIRED, .doc = "whsec_ and base64: verifies "
-		  "webhook-signature; shown only here" },
 		{ .name = NULL } };
-	size_t	n = sizeof(members) / sizeof(members[0]);
+	const struct idem_member secret = { .name = "secret",
+	    .type = IDEM_T_STRING, .flags = IDEM_REQUIRED, .doc = "whsec_ "
+	    "and base64: verifies webhook-signature; shown only here" };
 
 	memcpy(m, members, sizeof(members));
-	if (!with_secret)
-		m[n - 2] = members[n - 1];
+	if (with_secret) {
+		m[3] = secret;
+		m[4] = members[sizeof(members) / sizeof(members[0]) - 1];
+	}
 }
 
 /* The declarations that name the application's event types. */

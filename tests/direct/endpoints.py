@@ -116,15 +116,18 @@ def is_problem(r, status, slug):
 def check_limit(run):
     made = [run.create("alpha") for _ in range(MAX)]
     first = made[0]
-    health = {k: first[2].get(k) for k in ("enabled", "disabled_reason",
-                                            "last_success", "failing_since")
-              } if first[2] else None
-    ok(all(m[0] == 201 for m in made) and health == {
-        "enabled": True, "disabled_reason": None, "last_success": None,
-        "failing_since": None} and first[2]["secret"].startswith("whsec_")
-       and first[2]["events"] == EV and isinstance(first[2]["created"], int),
-       "%d creates: 201 each, with the secret and the health of a new "
-       "endpoint (enabled, nulls)" % MAX, [m[:3:2] for m in made])
+    g = run.call("alpha", "GET", "%s/%d" % (PATH, first[2]["id"])) \
+        if first[0] == 201 else first
+    ok(all(m[0] == 201 for m in made) and
+       sorted(first[2]) == ["events", "id", "secret", "url"] and
+       g[0] == 200 and g[2] == {
+           "id": first[2]["id"], "url": first[2]["url"], "events": EV,
+           "created": g[2].get("created"), "enabled": True,
+           "disabled_reason": None, "last_success": None,
+           "failing_since": None} and isinstance(g[2]["created"], int),
+       "%d creates: 201 each {id, url, events, secret}; GET /:id: the "
+       "endpoint and the health of a new one (enabled, nulls), no secret"
+       % MAX, ([m[:3:2] for m in made], g))
     r = run.create("alpha")
     ok(is_problem(r, 422, "webhook-endpoint-limit") and
        r[1].get("content-type") == "application/problem+json" and
