@@ -381,6 +381,7 @@ idem_app_webhook_routes(idem_app *app, const char *path)
 {
 	struct idem_endpoint_decls	*d;
 	const struct endpoint_route	*e;
+	struct idem_route		*rt;
 	const struct idem_response	*resp[NROUTES];
 	const struct idem_body		*body[NROUTES] = { NULL };
 	char				 pat[ENDPOINTS_PATH_MAX + 16];
@@ -413,9 +414,10 @@ idem_app_webhook_routes(idem_app *app, const char *path)
 		    e->operation_id, e->summary) == -1)
 			return -1;
 	}
-	if (idem_app_route_query(app, "GET", path, list_params) == -1)
-		return -1;
 	/* The library's own type, declared as an application's would be. */
-	idem_route_of(app, "POST", path)->problems = limit_problem;
+	if (idem_app_route_query(app, "GET", path, list_params) == -1 ||
+	    (rt = idem_route_of(app, "POST", path)) == NULL)
+		return -1;
+	rt->problems = limit_problem;
 	return 0;
 }
