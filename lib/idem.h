@@ -49,6 +49,7 @@ enum idem_problem {
 	IDEM_P_INTERNAL,		/* internal-error */
 	IDEM_P_KEY_ABANDONED,		/* idempotency-key-abandoned (idemctl) */
 	IDEM_P_KEY_EXPIRED,		/* idempotency-key-expired (remember) */
+	IDEM_P_WEBHOOK_ENDPOINT_LIMIT,	/* webhook-endpoint-limit (422) */
 	IDEM_P__MAX	/* an application's own types follow (idem_app_problem) */
 };
 
@@ -350,6 +351,11 @@ int		 idem_app_route_problems(idem_app *app, const char *method,
  * before idem_app_run(): 0, or -1.  idem_app_webhook(3). */
 int		 idem_app_webhook(idem_app *app, const char *type,
 		    const char *summary, const struct idem_body *data);
+/* The webhook endpoint routes under path (NULL: "/v1/webhook_endpoints"):
+ * create, list, get, delete, enable, recover, for the event types declared
+ * with idem_app_webhook() before; once, before idem_app_run(): 0, or -1.
+ * idem_app_webhook_routes(3). */
+int		 idem_app_webhook_routes(idem_app *app, const char *path);
 
 /* Typed top-level members of the (validated) body. */
 yajl_val	 idem_req_member(const idem_req *req, const char *name);
@@ -389,20 +395,23 @@ int		 idem_req_defer_args(idem_req *req, const char *sql,
  * after it commits; id gets its id.  0, or -1.  idem_req_enqueue(3). */
 int		 idem_req_enqueue(idem_req *req, const char *type,
 		    const char *data, size_t len, char *id, size_t idlen);
-/* A webhook endpoint of the request's tenant; sets *id and its secret.
- * 0, or -1.  idem_req_enqueue(3). */
-int		 idem_req_endpoint_create(idem_req *req, const char *url,
-		    const char *const *types, size_t ntypes, int64_t *id,
-		    char *secret, size_t secretlen);
 enum idem_endpoint_rc {
 	IDEM_ENDPOINT_DELETED,		/* deleted; its pending deliveries die */
 	IDEM_ENDPOINT_NOT_FOUND,	/* no live endpoint of this tenant
 					 * with that id */
-	IDEM_ENDPOINT_ERROR		/* the database (logged) */
+	IDEM_ENDPOINT_ERROR,		/* the database (logged) */
+	IDEM_ENDPOINT_CREATED,		/* created: *id and secret set */
+	IDEM_ENDPOINT_LIMIT		/* not created: the tenant has [webhooks]
+					 * max_endpoints already */
 };
+/* A webhook endpoint of the request's tenant; sets *id and its secret.
+ * idem_req_enqueue(3). */
+enum idem_endpoint_rc idem_req_endpoint_create(idem_req *req,
+		    const char *url, const char *const *types, size_t ntypes,
+		    int64_t *id, char *secret, size_t secretlen);
 enum idem_endpoint_rc idem_req_endpoint_delete(idem_req *req, int64_t id);
-/* Append a JSON array of the tenant's live endpoints (no secret): 0, or
- * -1. */
+/* Append a JSON array of the tenant's live endpoints (no secret, with
+ * their health): 0, or -1. */
 int		 idem_req_endpoint_list(idem_req *req, idem_json *j);
 /* The rule of an endpoint's URL, as a member's check: 0, or -1 with why.
  * idem_req_enqueue(3). */

@@ -1,6 +1,6 @@
 /*
  * idem_admin.h - libidem for operators: what idemctl(8) does to the store
- * (connect, migrate, API keys, eviction, reclaim).  See idem_migrate(3).
+ * (connect, migrate, API keys, eviction, reclaim, webhook recovery).  See idem_migrate(3).
  */
 #ifndef IDEM_ADMIN_H
 #define IDEM_ADMIN_H
@@ -40,6 +40,18 @@ int		 idem_forget(PGconn *db, long batch, long max_batches,
 /* Release in-progress records whose lease has lapsed: 0, or -1. */
 int		 idem_reclaim(PGconn *db, long long lock_timeout_ms,
 		    long *reclaimed);
+/* What idem_webhook_recover() did. */
+enum idem_recover_rc {
+	IDEM_RECOVER_REQUEUED,	/* *requeued deliveries are due again */
+	IDEM_RECOVER_NOT_FOUND,	/* no live endpoint with that id */
+	IDEM_RECOVER_DISABLED,	/* the endpoint is disabled: nothing done */
+	IDEM_RECOVER_ERROR	/* the database: err says what */
+};
+/* Endpoint's failed and dead deliveries created since (Unix seconds) due
+ * again, each under its original webhook-id.  idem_webhook_recover(3). */
+enum idem_recover_rc idem_webhook_recover(PGconn *db, int64_t endpoint,
+		    long long since, long long *requeued, char *err,
+		    size_t errlen);
 
 #ifdef __cplusplus
 }

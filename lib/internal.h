@@ -389,6 +389,7 @@ struct idem_cfg {
 	long long		 wh_backoff_max_ms;	/* 1 h */
 	long long		 wh_retention_ms;	/* 7 d */
 	int			 wh_ordered;		/* off */
+	long			 wh_max_endpoints;	/* 16 per tenant */
 	/* [metrics] */
 	char			*metrics_allow;		/* "127.0.0.1" */
 	char			*metrics_listen;	/* NULL: on the main socket */

@@ -157,6 +157,22 @@ struct idem_webhook_decl {
 
 #define IDEM_APP_WEBHOOKS_MAX	32
 
+/* idem_app_webhook_routes() (endpoints.c): its declarations that name the
+ * application's event types, so kept with the application. */
+#define IDEM_ENDPOINT_VIEW_MEMBERS	9	/* the view's, its NULL too */
+struct idem_endpoint_decls {
+	const char		*types[IDEM_APP_WEBHOOKS_MAX + 1];
+	struct idem_member	 type;		/* one of types */
+	struct idem_member	 create[3];	/* url, events; NULL */
+	struct idem_body	 create_body;
+	struct idem_member	 view[IDEM_ENDPOINT_VIEW_MEMBERS];
+	struct idem_member	 item[IDEM_ENDPOINT_VIEW_MEMBERS];
+	struct idem_body	 view_body;	/* the create's, with its secret */
+	struct idem_body	 item_body;	/* without */
+	struct idem_response	 created[2], page[2], read[2], enabled[2];
+	int			 done;		/* the routes are added */
+};
+
 /* The library's types and then app's (app may be NULL): their number, and
  * type p of them (internal-error for any other p). */
 int	    idem_problem_count(const idem_app *app);
@@ -201,6 +217,7 @@ struct idem_app {
 	struct idem_webhook_decl webhooks[IDEM_APP_WEBHOOKS_MAX];
 	size_t			 nwebhooks;	/* idem_app_webhook() */
 	char			 error[256];	/* idem_app_error() */
+	struct idem_endpoint_decls endpoints;	/* idem_app_webhook_routes() */
 	atomic_int		 stopping;
 	atomic_int		 waiters;	/* Prefer: wait, now */
 	atomic_size_t		 buffered;	/* bytes connections hold against
@@ -461,6 +478,17 @@ int	idem_evict_bounded(struct idem_pool *pool, long long acquire_ms,
 int	idem_forget_bounded(struct idem_pool *pool, long long acquire_ms,
 	    long batch, long max_batches, long long until_us, int duty,
 	    atomic_int *stop, long *forgotten);
+
+/*
+ * store.c: an endpoint's recovery (sql/functions/idem_webhook_recover.sql)
+ * as one statement, $1 the endpoint, $2 its tenant (NULL: any), $3 since
+ * (Unix seconds); and what its result r says (*requeued set when
+ * IDEM_RECOVER_REQUEUED).  idem_webhook_recover() and endpoints.c.
+ */
+#define IDEM_RECOVER_SQL "SELECT outcome, requeued FROM " \
+	"idem_webhook_recover($1::bigint, $2::bigint, to_timestamp($3::bigint))"
+enum idem_recover_rc idem_recover_result(const PGresult *r,
+	    long long *requeued);
 
 /* The fleet-wide eviction lock (any constant). */
 #define IDEM_EVICT_LOCK	"7236491087"

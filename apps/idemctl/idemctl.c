@@ -1,7 +1,7 @@
 /*
  * idemctl.c - operations on an idem store: migrate, API keys, evict,
  * reclaim, stats, complete, one key's record (show, retry, abandon), and
- * the outbox's events (list, show, retry, purge).  Reads the same config
+ * the outbox's events (list, show, retry, purge, recover).  Reads the same config
  * file as the FastCGI app.
  */
 #include <sys/stat.h>
@@ -35,7 +35,9 @@ usage(void)
 	    "       idemctl [-c config] events show EVENT_ID\n"
 	    "       idemctl [-c config] events retry EVENT_ID|DELIVERY\n"
 	    "       idemctl [-c config] events purge --older-than DURATION "
-	    "[--batch N] [--max-batches M]\n");
+	    "[--batch N] [--max-batches M]\n"
+	    "       idemctl [-c config] events recover ENDPOINT_ID --since "
+	    "DURATION\n");
 }
 
 static double
@@ -558,6 +560,36 @@ events_retry(PGconn *db, const char *what)
 }
 
 /*
+ * A duration in PostgreSQL's interval syntax (7d, 12h, 30m, "2 days") as
+ * milliseconds, 0 or more: 0, or -1 said on stderr under what.
+ */
+static int
+duration_ms(PGconn *db, const char *what, const char *dur, long long *ms)
+{
+	const char	*vals[1] = { dur };
+	PGresult	*r;
+	int		 rc = -1;
+
+	if (strlen(dur) > 64) {
+		fprintf(stderr, "idemctl: %s: longer than 64 bytes\n", what);
+		return -1;
+	}
+	r = PQexecParams(db, "SELECT (extract(epoch FROM $1::interval)"
+	    " * 1000)::bigint", 1, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 ||
+	    PQgetvalue(r, 0, 0)[0] == '-')
+		fprintf(stderr, "idemctl: %s %s: %s", what, dur,
+		    PQresultStatus(r) == PGRES_TUPLES_OK ?
+		    "a negative duration\n" : PQerrorMessage(db));
+	else {
+		*ms = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+		rc = 0;
+	}
+	PQclear(r);
+	return rc;
+}
+
+/*
  * Events whose deliveries all ended (delivered or dead) longer than
  * DURATION ago, deleted with their deliveries: sql/011's eviction with
  * that retention, a batch per transaction, until a batch is short or
@@ -571,6 +603,7 @@ events_purge(PGconn *db, const struct idem_db_settings *cfg, int argc,
 	const char	*dur = NULL, *vals[2];
 	char		 ms[32], lim[24];
 	long		 batch = cfg->evict_batch, max = 0, n, total = 0, runs;
+	long long	 msv;
 	PGresult	*r;
 	double		 t0;
 	int		 i;
@@ -588,21 +621,11 @@ events_purge(PGconn *db, const struct idem_db_settings *cfg, int argc,
 		} else
 			return usage(), 2;
 	}
-	if (dur == NULL || strlen(dur) > 64)
+	if (dur == NULL)
 		return usage(), 2;
-	vals[0] = dur;
-	r = PQexecParams(db, "SELECT (extract(epoch FROM $1::interval)"
-	    " * 1000)::bigint", 1, NULL, vals, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 ||
-	    PQgetvalue(r, 0, 0)[0] == '-') {
-		fprintf(stderr, "idemctl: events purge: --older-than %s: %s",
-		    dur, PQresultStatus(r) == PGRES_TUPLES_OK ?
-		    "a negative duration\n" : PQerrorMessage(db));
-		PQclear(r);
+	if (duration_ms(db, "events purge: --older-than", dur, &msv) == -1)
 		return 2;
-	}
-	snprintf(ms, sizeof(ms), "%s", PQgetvalue(r, 0, 0));
-	PQclear(r);
+	snprintf(ms, sizeof(ms), "%lld", msv);
 	snprintf(lim, sizeof(lim), "%ld", batch);
 	vals[0] = ms;
 	vals[1] = lim;
@@ -628,6 +651,44 @@ events_purge(PGconn *db, const struct idem_db_settings *cfg, int argc,
 	return 0;
 }
 
+/*
+ * An endpoint's failed and dead deliveries created within DURATION of now
+ * due again, each under its original webhook-id: idem_webhook_recover(3),
+ * what POST /v1/webhook_endpoints/:id/recover does for its tenant.
+ */
+static int
+events_recover(PGconn *db, int argc, char **argv)
+{
+	char		 err[512];
+	long		 id;
+	long long	 ms, n = 0;
+
+	if (argc != 5 || num_arg(argv[2], &id) == -1 ||
+	    strcmp(argv[3], "--since") != 0)
+		return usage(), 2;
+	if (duration_ms(db, "events recover: --since", argv[4], &ms) == -1)
+		return 2;
+	switch (idem_webhook_recover(db, (int64_t)id, (long long)time(NULL) -
+	    ms / 1000, &n, err, sizeof(err))) {
+	case IDEM_RECOVER_REQUEUED:
+		printf("endpoint %ld: %lld deliveries due again (failed or dead, "
+		    "created within %s)\n", id, n, argv[4]);
+		return 0;
+	case IDEM_RECOVER_NOT_FOUND:
+		fprintf(stderr, "idemctl: events recover: no live endpoint "
+		    "%ld\n", id);
+		return 1;
+	case IDEM_RECOVER_DISABLED:
+		fprintf(stderr, "idemctl: events recover: endpoint %ld is "
+		    "disabled: enable it first (POST "
+		    "/v1/webhook_endpoints/%ld/enable)\n", id, id);
+		return 1;
+	default:
+		fprintf(stderr, "idemctl: events recover: %s", err);
+		return 1;
+	}
+}
+
 static int
 cmd_events(PGconn *db, const struct idem_db_settings *cfg, int argc,
     char **argv)
@@ -642,6 +703,8 @@ cmd_events(PGconn *db, const struct idem_db_settings *cfg, int argc,
 		return events_retry(db, argv[2]);
 	if (argc >= 2 && strcmp(argv[1], "purge") == 0)
 		return events_purge(db, cfg, argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "recover") == 0)
+		return events_recover(db, argc, argv);
 	return usage(), 2;
 }
 

@@ -88,33 +88,18 @@ main(int argc, char *argv[])
 	    refund_created);
 	idem_app_route_summary(app, "POST", "/v1/payments/:id/refunds",
 	    "createRefund", "Refund a payment, in full or in part");
-	/* Webhooks: where a tenant's events go, and what they are. */
-	idem_app_route(app, "POST", "/v1/webhook_endpoints",
-	    IDEM_ROUTE_IDEMPOTENT, endpoints_create, NULL);
-	idem_app_route_body(app, "POST", "/v1/webhook_endpoints",
-	    &endpoint_body);
-	idem_app_route_response(app, "POST", "/v1/webhook_endpoints",
-	    endpoint_created);
-	idem_app_route_summary(app, "POST", "/v1/webhook_endpoints",
-	    "createWebhookEndpoint", "Register a URL for the tenant's events");
-	idem_app_route(app, "GET", "/v1/webhook_endpoints", 0, endpoints_list,
-	    NULL);
-	idem_app_route_response(app, "GET", "/v1/webhook_endpoints",
-	    endpoint_page);
-	idem_app_route_summary(app, "GET", "/v1/webhook_endpoints",
-	    "listWebhookEndpoints", "List the tenant's webhook endpoints");
-	idem_app_route(app, "DELETE", "/v1/webhook_endpoints/:id", 0,
-	    endpoints_delete, NULL);
-	idem_app_route_response(app, "DELETE", "/v1/webhook_endpoints/:id",
-	    endpoint_deleted);
-	idem_app_route_summary(app, "DELETE", "/v1/webhook_endpoints/:id",
-	    "deleteWebhookEndpoint", "Delete a webhook endpoint");
+	/* Webhooks: the events the sample sends, then the library's routes
+	 * where a tenant's events go (for those types). */
 	idem_app_webhook(app, PAYMENTS_EV_SUCCEEDED, "A payment succeeded",
 	    &payment_view);
 	idem_app_webhook(app, PAYMENTS_EV_FAILED, "A payment failed (the "
 	    "card was declined)", &payment_view);
 	idem_app_webhook(app, PAYMENTS_EV_REFUNDED, "A refund was created",
 	    &refund_view);
+	if (idem_app_webhook_routes(app, "/v1/webhook_endpoints") == -1) {
+		idem_app_free(app);
+		return 1;
+	}
 	idem_app_route(app, "GET", "/healthz", IDEM_ROUTE_PUBLIC, healthz,
 	    NULL);
 	idem_app_route_response(app, "GET", "/healthz", health);

@@ -19,13 +19,10 @@ extern const struct idem_body payment_view, refund_view;
 
 /* The declared bodies of the create and refund routes. */
 extern const struct idem_body payment_body, refund_body;
-/* POST /v1/webhook_endpoints (endpoints.c). */
-extern const struct idem_body endpoint_body;
 extern const struct idem_param list_params[];
 /* What the routes answer, for /openapi.json. */
 extern const struct idem_response payment_created[], payment_read[],
-	payment_page[], refund_created[], health[], endpoint_created[],
-	endpoint_page[], endpoint_deleted[];
+	payment_page[], refund_created[], health[];
 
 /* arg: NULL, or &payments_no_event (the benchmark's route that enqueues
  * nothing: the create without its event, tests/bench/run's outbox rows) */
@@ -37,8 +34,5 @@ int	payments_get(idem_req *req, void *arg);
 int	payments_list(idem_req *req, void *arg);
 int	refunds_create(idem_req *req, void *arg);
 int	healthz(idem_req *req, void *arg);
-int	endpoints_create(idem_req *req, void *arg);
-int	endpoints_list(idem_req *req, void *arg);
-int	endpoints_delete(idem_req *req, void *arg);
 
 #endif

@@ -74,6 +74,11 @@ static const struct idem_problem_type problems[IDEM_P__MAX] = {
 	    "This request was executed under this key before its record "
 	    "expired; it is not executed again and its answer cannot be "
 	    "replayed. Do not retry: the operation happened; look it up." },
+	/* idem_app_webhook_routes()' create: [webhooks] max_endpoints. */
+	[IDEM_P_WEBHOOK_ENDPOINT_LIMIT] = { "webhook-endpoint-limit",
+	    "Too many webhook endpoints", 422,
+	    "The tenant has as many webhook endpoints as it may have: delete "
+	    "one, then create this one with a new Idempotency-Key." },
 };
 
 /*

@@ -504,3 +504,46 @@ idem_reclaim(PGconn *db, long long lock_timeout_ms, long *reclaimed)
 	PQclear(r);
 	return rc;
 }
+
+enum idem_recover_rc
+idem_recover_result(const PGresult *r, long long *requeued)
+{
+	const char	*outcome;
+
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+		return IDEM_RECOVER_ERROR;
+	outcome = PQgetvalue(r, 0, 0);
+	if (strcmp(outcome, "not_found") == 0)
+		return IDEM_RECOVER_NOT_FOUND;
+	if (strcmp(outcome, "disabled") == 0)
+		return IDEM_RECOVER_DISABLED;
+	if (strcmp(outcome, "requeued") != 0)
+		return IDEM_RECOVER_ERROR;
+	*requeued = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+	return IDEM_RECOVER_REQUEUED;
+}
+
+enum idem_recover_rc
+idem_webhook_recover(PGconn *db, int64_t endpoint, long long since,
+    long long *requeued, char *err, size_t errlen)
+{
+	char			 e[24], t[24];
+	const char		*vals[3] = { e, NULL, t };
+	enum idem_recover_rc	 rc;
+	PGresult		*r;
+
+	if (db == NULL || requeued == NULL || endpoint <= 0 || since < 0) {
+		snprintf(err, errlen, "bad arguments");
+		return IDEM_RECOVER_ERROR;
+	}
+	*requeued = 0;
+	snprintf(e, sizeof(e), "%lld", (long long)endpoint);
+	snprintf(t, sizeof(t), "%lld", since);
+	r = PQexecParams(db, IDEM_RECOVER_SQL, 3, NULL, vals, NULL, NULL, 0);
+	if ((rc = idem_recover_result(r, requeued)) == IDEM_RECOVER_ERROR)
+		snprintf(err, errlen, "%s", PQresultStatus(r) ==
+		    PGRES_TUPLES_OK ? "unexpected answer\n" :
+		    PQerrorMessage(db));
+	PQclear(r);
+	return rc;
+}

@@ -186,9 +186,9 @@ answers(const idem_app *app, const struct idem_route *rt,
 	case IDEM_P_UNAVAILABLE: case IDEM_P_INTERNAL:
 		return 1;
 	default:
-		/* The application's own: those the route declared. */
-		return p >= IDEM_P__MAX &&
-		    declared(rt, idem_problem_type(app, p)->slug);
+		/* The application's own, and the library's routes' own
+		 * (webhook-endpoint-limit): those the route declared. */
+		return declared(rt, idem_problem_type(app, p)->slug);
 	}
 }
 

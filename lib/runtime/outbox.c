@@ -299,7 +299,7 @@ types_array(const char *const *types, size_t ntypes, struct idem_buf *b)
 	return idem_buf_adds(b, "}");
 }
 
-int
+enum idem_endpoint_rc
 idem_req_endpoint_create(idem_req *req, const char *url,
     const char *const *types, size_t ntypes, int64_t *id, char *secret,
     size_t secretlen)
@@ -309,47 +309,46 @@ idem_req_endpoint_create(idem_req *req, const char *url,
 	enum idem_url_verdict	 u;
 	idem_args		*a;
 	PGresult		*r;
+	int			 n;
 
 	if (req == NULL || idem_req_tenant(req) == 0)
-		return -1;
+		return IDEM_ENDPOINT_ERROR;
 	if ((u = idem_url_verdict(url)) != IDEM_URL_OK) {
 		idem_req_log(req, IDEM_LOG_ERROR, "outbox: endpoint URL %s",
 		    idem_url_reason(u));
-		return -1;
+		return IDEM_ENDPOINT_ERROR;
 	}
 	if (types_array(types, ntypes, &arr) == -1 || idem_buf_nul(&arr) ==
 	    -1) {
 		idem_buf_free(&arr);
 		idem_req_log(req, IDEM_LOG_ERROR, "outbox: endpoint types: 1 "
 		    "to %d event types", ENDPOINT_TYPES_MAX);
-		return -1;
+		return IDEM_ENDPOINT_ERROR;
 	}
 	if (idem_webhook_secret_new(sec, sizeof(sec)) == -1 ||
 	    (secret != NULL && strlen(sec) >= secretlen)) {
 		idem_buf_free(&arr);
-		return -1;
+		return IDEM_ENDPOINT_ERROR;
 	}
 	a = idem_args_new();
 	idem_args_tenant(a, req);
 	idem_args_str(a, url);
 	idem_args_str(a, arr.p);
 	idem_args_str(a, sec);
+	idem_args_int(a, req->app->cfg.wh_max_endpoints);
 	idem_buf_free(&arr);
-	r = idem_req_exec(req, "INSERT INTO idem_webhook_endpoints "
-	    "(api_key_id, url, types, secret) VALUES ($1, $2, $3, $4) "
-	    "RETURNING id", a);
-	if (r == NULL)
-		return -1;
-	if (PQntuples(r) != 1) {
-		PQclear(r);
-		return -1;
-	}
-	if (id != NULL)
+	/* No row: the tenant has [webhooks] max_endpoints already. */
+	if ((r = idem_req_exec(req, "SELECT id FROM "
+	    "idem_webhook_endpoint_create($1, $2, $3, $4, $5)", a)) == NULL)
+		return IDEM_ENDPOINT_ERROR;
+	if ((n = PQntuples(r)) == 1 && id != NULL)
 		*id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
 	PQclear(r);
+	if (n != 1)
+		return n == 0 ? IDEM_ENDPOINT_LIMIT : IDEM_ENDPOINT_ERROR;
 	if (secret != NULL)
 		memcpy(secret, sec, strlen(sec) + 1);
-	return 0;
+	return IDEM_ENDPOINT_CREATED;
 }
 
 enum idem_endpoint_rc
@@ -393,11 +392,9 @@ idem_req_endpoint_list(idem_req *req, idem_json *j)
 		return -1;
 	a = idem_args_new();
 	idem_args_tenant(a, req);
-	r = idem_req_exec(req, "SELECT id, url, to_json(types) AS events, "
-	    "extract(epoch FROM created_at)::bigint AS created "
-	    "FROM idem_webhook_endpoints "
-	    "WHERE api_key_id = $1 AND deleted_at IS NULL ORDER BY id DESC",
-	    a);
+	r = idem_req_exec(req, "SELECT " IDEM_ENDPOINT_COLS " FROM "
+	    "idem_webhook_endpoints WHERE api_key_id = $1 AND deleted_at IS "
+	    "NULL ORDER BY id DESC", a);
 	if (r == NULL)
 		return -1;
 	if (idem_json_array(j) == -1)

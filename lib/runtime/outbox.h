@@ -55,4 +55,16 @@ enum idem_attempt idem_attempt_outcome(int status, int hopeless,
 		    long long max_age_ms, enum idem_giveup *giveup);
 const char	*idem_attempt_name(enum idem_attempt a);
 
+/*
+ * An endpoint of idem_webhook_endpoints as its JSON shows it (the select
+ * list; no secret): its health from sql/015's columns, times in Unix
+ * seconds or null.  outbox.c's list and endpoints.c's routes.
+ */
+#define IDEM_ENDPOINT_COLS \
+	"id, url, to_json(types) AS events, " \
+	"extract(epoch FROM created_at)::bigint AS created, " \
+	"disabled_at IS NULL AS enabled, disabled_reason, " \
+	"extract(epoch FROM last_success_at)::bigint AS last_success, " \
+	"extract(epoch FROM failing_since)::bigint AS failing_since"
+
 #endif /* IDEM_OUTBOX_H */

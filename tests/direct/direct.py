@@ -96,10 +96,13 @@ class App:
             time.sleep(0.05)
 
     def request(self, secret, method, uri, body=b"", key=None, timeout=20):
-        """Returns (status line, headers+body bytes)."""
+        """Returns (status line, headers+body bytes); uri may end in a
+        query string."""
         env = dict(os.environ)
+        path, _, query = uri.partition("?")
         env.update({"REQUEST_METHOD": method, "REQUEST_URI": uri,
-                    "SCRIPT_NAME": "", "PATH_INFO": uri, "QUERY_STRING": "",
+                    "SCRIPT_NAME": "", "PATH_INFO": path,
+                    "QUERY_STRING": query,
                     "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "127.0.0.1",
                     "CONTENT_LENGTH": str(len(body)),
                     "CONTENT_TYPE": "application/json",

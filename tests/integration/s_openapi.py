@@ -25,9 +25,13 @@ ROUTES = {("post", "/v1/payments"), ("get", "/v1/payments"),
           ("get", "/healthz"), ("get", "/openapi.json"),
           ("get", "/problems/{slug}"), ("post", "/v1/webhook_endpoints"),
           ("get", "/v1/webhook_endpoints"),
-          ("delete", "/v1/webhook_endpoints/{id}")}
+          ("get", "/v1/webhook_endpoints/{id}"),
+          ("delete", "/v1/webhook_endpoints/{id}"),
+          ("post", "/v1/webhook_endpoints/{id}/enable"),
+          ("post", "/v1/webhook_endpoints/{id}/recover")}
 IDEMPOTENT = {("post", "/v1/payments"), ("post", "/v1/payments/{id}/refunds"),
-              ("post", "/v1/webhook_endpoints")}
+              ("post", "/v1/webhook_endpoints"),
+              ("post", "/v1/webhook_endpoints/{id}/recover")}
 UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 

@@ -447,4 +447,4 @@ def _(t):
     t.expect_eq(sorted(doc["paths"]["/v1/webhook_endpoints"]),
                 ["get", "post"], "/v1/webhook_endpoints")
     t.expect_eq(sorted(doc["paths"]["/v1/webhook_endpoints/{id}"]),
-                ["delete"], "/v1/webhook_endpoints/{id}")
+                ["delete", "get"], "/v1/webhook_endpoints/{id}")

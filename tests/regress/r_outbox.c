@@ -42,7 +42,7 @@ hooks_create(idem_req *req, void *arg)
 			if (YAJL_IS_STRING(ev->u.array.values[i]))
 				types[n++] = ev->u.array.values[i]->u.string;
 	if (idem_req_endpoint_create(req, member(req, "url"), types, n, &id,
-	    secret, sizeof(secret)) == -1)
+	    secret, sizeof(secret)) != IDEM_ENDPOINT_CREATED)
 		return idem_resp_problem(req, IDEM_P_VALIDATION, "bad endpoint");
 	snprintf(json, sizeof(json), "{\"id\":%lld,\"secret\":\"%s\"}",
 	    (long long)id, secret);

@@ -1161,11 +1161,32 @@ test_webhooks(void)
 	    "backoff_max must be at least backoff");
 }
 
+/* [webhooks] max_endpoints: the tenant's bound, 16 by default, 1 to
+ * 10000. */
+static void
+test_webhooks_max_endpoints(void)
+{
+	GOOD("");
+	TAP_OK(cfg.wh_max_endpoints == 16, "[webhooks] max_endpoints: 16 by "
+	    "default");
+	GOOD("[webhooks]\nmax_endpoints = 1\n");
+	TAP_OK(cfg.wh_max_endpoints == 1, "max_endpoints = 1");
+	GOOD("[webhooks]\nmax_endpoints = 10000\n");
+	TAP_OK(cfg.wh_max_endpoints == 10000, "max_endpoints = 10000");
+	BAD("[webhooks]\nmax_endpoints = 0\n", 2,
+	    "max_endpoints must be an integer from 1");
+	BAD("[webhooks]\nmax_endpoints = 10001\n", 2,
+	    "max_endpoints must be an integer");
+	BAD("[webhooks]\nmax_endpoints = many\n", 2,
+	    "max_endpoints must be an integer");
+}
+
 int
 main(void)
 {
 	test_defaults();
 	test_webhooks();
+	test_webhooks_max_endpoints();
 	test_ttl_window();
 	test_full();
 	test_comments_crlf();
