@@ -247,19 +247,31 @@ add_field(struct idem_buf *b, const char *name, const char *value)
 }
 
 /* The request the calling thread serves (idem_log_bind()). */
-static __thread const char *bound_request_id;
+static __thread const char *bound_request_id, *bound_trace_id;
 
 void
-idem_log_bind(const char *request_id)
+idem_log_bind(const char *request_id, const char *trace_id)
 {
 	bound_request_id = request_id;
+	bound_trace_id = trace_id;
+}
+
+/* ,"request_id":...,"trace_id":... of a request, those it has. */
+static void
+add_request_fields(struct idem_buf *b, const char *request_id,
+    const char *trace_id)
+{
+	if (request_id != NULL && request_id[0] != '\0')
+		add_field(b, "request_id", request_id);
+	if (trace_id != NULL && trace_id[0] != '\0')
+		add_field(b, "trace_id", trace_id);
 }
 
 /* A line with msg (trailing blanks and newlines cut: libpq ends its
- * messages in one) and, when there is one, the request's id. */
+ * messages in one) and, when there is one, the request's id and trace. */
 static void
-log_line(enum idem_log_level lvl, const char *request_id, const char *fmt,
-    va_list ap)
+log_line(enum idem_log_level lvl, const char *request_id,
+    const char *trace_id, const char *fmt, va_list ap)
 {
 	struct idem_buf	 b = { 0 };
 	char		 msg[1024];
@@ -278,8 +290,7 @@ log_line(enum idem_log_level lvl, const char *request_id, const char *fmt,
 	log_prefix(&b, lvl);
 	idem_buf_adds(&b, ",\"msg\":");
 	idem_buf_add_jstr(&b, msg, (size_t)n);
-	if (request_id != NULL && request_id[0] != '\0')
-		add_field(&b, "request_id", request_id);
+	add_request_fields(&b, request_id, trace_id);
 	log_emit(&b, lvl);
 }
 
@@ -289,7 +300,7 @@ idem_log(enum idem_log_level lvl, const char *fmt, ...)
 	va_list	ap;
 
 	va_start(ap, fmt);
-	log_line(lvl, bound_request_id, fmt, ap);
+	log_line(lvl, bound_request_id, bound_trace_id, fmt, ap);
 	va_end(ap);
 }
 
@@ -300,8 +311,10 @@ idem_req_log(const idem_req *req, enum idem_log_level lvl, const char *fmt,
 	va_list	ap;
 
 	va_start(ap, fmt);
-	log_line(lvl, req != NULL ? req->request_id : bound_request_id, fmt,
-	    ap);
+	if (req != NULL)
+		log_line(lvl, req->request_id, req->trace.trace_id, fmt, ap);
+	else
+		log_line(lvl, bound_request_id, bound_trace_id, fmt, ap);
 	va_end(ap);
 }
 
@@ -346,6 +359,8 @@ idem_log_request_line(const idem_req *req, long long duration_us,
 	log_prefix(b, IDEM_LOG_INFO);
 	add_field(b, "msg", "request");
 	add_field(b, "request_id", req->request_id);
+	if (req->trace.trace_id[0] != '\0')
+		add_field(b, "trace_id", req->trace.trace_id);
 	add_field(b, "method", req->method);
 	idem_buf_adds(b, ",\"route\":");
 	if (req->route != NULL)
