@@ -10,9 +10,10 @@
 --
 -- idem_outbox_enqueue() takes it as a fifth argument and idem_outbox_take()
 -- returns it as its last column: their old signatures are dropped here,
--- their files in sql/functions/ create the new ones in the same
+-- (when they exist: a new database gets them from the files after its
+-- migrations), their files in sql/functions/ create the new ones in the same
 -- transaction (idem_migrate(3)).
 ALTER TABLE idem_events ADD COLUMN traceparent text
 	CHECK (traceparent IS NULL OR traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$');
-DROP FUNCTION idem_outbox_enqueue(text, bigint, text, text);
-DROP FUNCTION idem_outbox_take(bigint, bigint, boolean);
+DROP FUNCTION IF EXISTS idem_outbox_enqueue(text, bigint, text, text);
+DROP FUNCTION IF EXISTS idem_outbox_take(bigint, bigint, boolean);

@@ -95,8 +95,10 @@ class App:
                 break
             time.sleep(0.05)
 
-    def request(self, secret, method, uri, body=b"", key=None, timeout=20):
-        """Returns (status line, headers+body bytes)."""
+    def request(self, secret, method, uri, body=b"", key=None, timeout=20,
+                headers=None):
+        """Returns (status line, headers+body bytes).  headers: more
+        CGI variables ({"HTTP_TRACEPARENT": ...})."""
         env = dict(os.environ)
         env.update({"REQUEST_METHOD": method, "REQUEST_URI": uri,
                     "SCRIPT_NAME": "", "PATH_INFO": uri, "QUERY_STRING": "",
@@ -106,6 +108,7 @@ class App:
                     "HTTP_AUTHORIZATION": "Bearer " + secret})
         if key is not None:
             env["HTTP_IDEMPOTENCY_KEY"] = key
+        env.update(headers or {})
         try:
             p = subprocess.run(["cgi-fcgi", "-bind", "-connect", self.sock],
                                input=body, env=env, capture_output=True,
