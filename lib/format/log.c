@@ -106,6 +106,29 @@ static struct {
 	PTHREAD_COND_INITIALIZER, { 0 }, 0, 0 };
 static atomic_int gathering;
 
+/* Where lines go: stderr, or what libidem_test set (idem_log_output()). */
+static idem_log_output_fn out_fn;
+static void *out_arg;
+
+void
+idem_log_output(idem_log_output_fn fn, void *arg)
+{
+	pthread_mutex_lock(&lg.wmu);
+	out_fn = fn;
+	out_arg = arg;
+	pthread_mutex_unlock(&lg.wmu);
+}
+
+/* Whole lines out; called with lg.wmu held. */
+static void
+output(const char *p, size_t len)
+{
+	if (out_fn != NULL)
+		out_fn(out_arg, p, len);
+	else
+		fwrite(p, 1, len, stderr);
+}
+
 /* Write what is pending; called with lg.mu held, returns with it free. */
 static void
 flush_locked(void)
@@ -116,7 +139,7 @@ flush_locked(void)
 	pthread_mutex_lock(&lg.wmu);
 	pthread_mutex_unlock(&lg.mu);
 	if (out.len > 0)
-		fwrite(out.p, 1, out.len, stderr);
+		output(out.p, out.len);
 	pthread_mutex_unlock(&lg.wmu);
 	idem_buf_free(&out);
 }
@@ -211,7 +234,9 @@ log_write(struct idem_buf *b, enum idem_log_level lvl)
 		return;
 	if (!atomic_load(&gathering)) {
 		/* One write per line: lines of threads never interleave. */
-		fwrite(b->p, 1, b->len, stderr);
+		pthread_mutex_lock(&lg.wmu);
+		output(b->p, b->len);
+		pthread_mutex_unlock(&lg.wmu);
 		idem_buf_free(b);
 		return;
 	}
