@@ -561,13 +561,6 @@ int	idem_dispatcher_start(idem_app *app);
 /* Wake and join it, waiting until deadline (CLOCK_REALTIME) at most: 0,
  * or -1 when it is still in a delivery. */
 int	idem_dispatcher_stop(idem_app *app, const struct timespec *deadline);
-/* Deliver what is due (at most max deliveries; 0: until none is due) and
- * evict a batch; fills the counts.  IDEM_RC_OK, or IDEM_RC_FAIL when the
- * database was not available. */
-struct idem_deliver_counts {
-	long	delivered, failed, dead, evicted;
-};
-int	idem_deliver_run(idem_app *app, long max,
-	    struct idem_deliver_counts *counts);
+/* idem_deliver_run(): test/idem_test_private.h (libidem_test calls it). */
 
 #endif /* IDEM_PRIVATE_H */

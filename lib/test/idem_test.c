@@ -660,6 +660,20 @@ idem_test_events(struct idem_test *t, struct idem_test_events **ev)
 	return 0;
 }
 
+long
+idem_test_deliver(struct idem_test *t, long max)
+{
+	struct idem_deliver_counts	c;
+
+	t->err[0] = '\0';
+	if (idem_deliver_run(t->app, max < 0 ? 0 : max, &c) != 0) {
+		seterr(t->err, sizeof(t->err), "deliver: the database is not "
+		    "available");
+		return -1;
+	}
+	return c.delivered;
+}
+
 size_t
 idem_test_events_count(const struct idem_test_events *ev)
 {

@@ -77,6 +77,15 @@ struct idem_test_events;	/* the events, as read at one moment */
 int		 idem_test_events(struct idem_test *t,
 		    struct idem_test_events **ev);
 size_t		 idem_test_events_count(const struct idem_test_events *ev);
+/*
+ * One run of the outbox's dispatcher, as the program's "deliver" command
+ * does it (the harness runs none of its own): each delivery due now is
+ * signed and POSTed to its endpoint, up to max (0: all), and its attempt
+ * recorded.  An endpoint on 127.0.0.1 (idem_test_http(3)) needs
+ * [webhooks] allow_private = on.  The deliveries answered 2xx, or -1
+ * (idem_test_error()).
+ */
+long		 idem_test_deliver(struct idem_test *t, long max);
 /* Of the i-th event (from 0; NULL when out of range): its type; its id
  * ("evt_..."); the body its deliveries send ({"id", "type", "created",
  * "data"}); the traceparent they send (NULL: none). */

@@ -16,6 +16,16 @@ int	idem_app_prepare(idem_app *app);
  * would: 0 when it was answered, -1 when not (closed, timed out, refused). */
 int	idem_conns_serve_one(idem_app *app, int fd);
 
+/* dispatcher.c: deliver what is due (at most max deliveries; 0: until
+ * none is due) and evict a batch; fills the counts.  IDEM_RC_OK (0), or
+ * IDEM_RC_FAIL (-1) when the database was not available.  The "deliver"
+ * command, and idem_test_deliver(). */
+struct idem_deliver_counts {
+	long	delivered, failed, dead, evicted;
+};
+int	idem_deliver_run(idem_app *app, long max,
+	    struct idem_deliver_counts *counts);
+
 /* log.c: where log lines go from now on, process-wide: fn(arg, p, len)
  * with one or more whole lines (JSON objects, each ending in "\n"),
  * called under a lock, so never twice at once; fn NULL: stderr. */

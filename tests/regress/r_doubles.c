@@ -4,7 +4,8 @@
  * idem_http calls as scripted (status, headers, body, a delay, no answer,
  * a closed connection, the default), recording each request (method,
  * target, headers, body, a chunked one decoded) with the caller's trace;
- * the outbox view (idem_test_events) of an event and its delivery; the
+ * the outbox view (idem_test_events) of an event and its delivery, made
+ * by a dispatcher's run (idem_test_deliver) to the stub; the
  * application's log lines sent to a callback or a file instead of stderr.
  */
 #include <sys/socket.h>
@@ -160,7 +161,8 @@ config(char *path, size_t len, const char *conninfo)
 		exit(1);
 	}
 	fprintf(f, "[server]\nthreads = 2\nlog_level = info\n"
-	    "[database]\nconninfo = %s\npool_size = 2\n", conninfo);
+	    "[database]\nconninfo = %s\npool_size = 2\n"
+	    "[webhooks]\nallow_private = on\n", conninfo);
 	fclose(f);
 }
 
@@ -231,6 +233,7 @@ events_tests(struct idem_test *t)
 {
 	struct idem_test_events	*ev;
 	char			 url[128];
+	size_t			 n;
 
 	TAP_OK(strncmp(req(t, "POST", "/things", "thing-1", NULL), "201", 3)
 	    == 0, "an endpoint and an event made");
@@ -255,7 +258,31 @@ events_tests(struct idem_test *t)
 	TAP_OK(idem_test_event_type(ev, 1) == NULL &&
 	    idem_test_delivery_state(ev, 0, 1) == NULL,
 	    "out of range: NULL");
+
+	/* The dispatcher's run: the stub receives the webhook. */
+	n = idem_test_http_count(stub);
+	idem_test_http_push(stub, &(struct idem_test_http_answer){
+	    .status = 204 });
+	TAP_OK(idem_test_deliver(t, 0) == 1 && idem_test_http_count(stub) ==
+	    n + 1 && strcmp(idem_test_http_path(stub, n), "/hook") == 0,
+	    "idem_test_deliver: one delivery, POSTed to the stub's /hook");
+	TAP_STREQ(idem_test_http_header(stub, n, "webhook-id"),
+	    idem_test_event_id(ev, 0), "... under the event's id");
+	TAP_STREQ(idem_test_http_header(stub, n, "traceparent"),
+	    idem_test_event_traceparent(ev, 0),
+	    "... with the event's traceparent");
+	TAP_OK(strcmp(idem_test_http_body(stub, n, NULL),
+	    idem_test_event_body(ev, 0)) == 0, "... and its body");
 	idem_test_events_free(ev);
+	if (idem_test_events(t, &ev) == -1)
+		exit(1);
+	TAP_OK(strcmp(idem_test_delivery_state(ev, 0, 0), "delivered") == 0 &&
+	    idem_test_delivery_attempts(ev, 0, 0) == 1 &&
+	    idem_test_delivery_status(ev, 0, 0) == 204,
+	    "... recorded delivered: 1 attempt, 204");
+	idem_test_events_free(ev);
+	TAP_OK(idem_test_deliver(t, 0) == 0 && idem_test_http_count(stub) ==
+	    n + 1, "nothing due: nothing delivered");
 	req(t, "POST", "/things", "thing-1", NULL);
 	if (idem_test_events(t, &ev) == -1)
 		exit(1);
