@@ -7,7 +7,7 @@ own on a socket, a database of its own, the acquirer simulator
   payment.succeeded delivery each carry a traceparent with the client's
   trace id, a span id of their own (not the client's), the client's
   flags; the request's access line has "trace_id" the client's, and
-  the stored event keeps it;
+  the stored event keeps it (idemctl events show);
 - the acquirer failing once: the handler's warning and the access line
   of that request both carry the client's trace id;
 - a create with an invalid traceparent (uppercase hex): a fresh trace,
@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -114,11 +115,14 @@ def main():
            (PARENT, got and got[1]),
            "the payment.succeeded delivery carries the client's trace id, "
            "a span id of its own", dl and dl[0].headers)
-        stored = db.sql("SELECT traceparent FROM idem_events WHERE type = "
-                        "'payment.succeeded'")
-        ok(parts(stored) is not None and parts(stored)[0] == TRACE,
-           "the stored event keeps the trace (idem_events.traceparent)",
-           stored)
+        show = subprocess.run(
+            [os.path.join(a.builddir, "apps/idemctl/idemctl"), "-c", conf,
+             "events", "show", dl[0].id if dl else "-"],
+            capture_output=True, text=True, timeout=60).stdout
+        m = re.search(r"(?m)^traceparent +(\S+)$", show)
+        ok(m and m.group(1) == dl[0].headers.get("traceparent"),
+           "the stored event keeps the trace: idemctl events show prints "
+           "the traceparent its delivery sent", show)
         access = wait_for(lambda: [
             ln for ln in app.log_lines() if ln.get("msg") == "request" and
             ln.get("route") == "/v1/payments" and ln.get("method") ==
