@@ -422,8 +422,13 @@ serve(void *arg)
 	int			 fd;
 
 	while (await(s, s->lfd, -1) == 1) {
-		if ((fd = accept(s->lfd, NULL, NULL)) == -1)
+		if ((fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC)) == -1) {
+			/* Out of descriptors: not a busy loop meanwhile. */
+			if (errno != EINTR && errno != ECONNABORTED &&
+			    await(s, -1, 100) == -1)
+				break;
 			continue;
+		}
 		if ((r = read_request(s, fd)) != NULL) {
 			if (record(s, r, &a) == -1)
 				rec_free(r);
