@@ -162,20 +162,20 @@ same(const struct idem_test_resp *a, const struct idem_test_resp *b)
 	    memcmp(idem_test_body(a, NULL), idem_test_body(b, NULL), alen) == 0;
 }
 
-int
-main(int argc, char *argv[])
+static const char move30[] = "{\"from\": \"alice\", \"to\": \"bob\", "
+    "\"amount\": 30}";
+
+/*
+ * The fraud service (it allows whatever it is not told about), the
+ * config naming it, the log file, the harness, alice's 100: the config's
+ * name, or NULL after a bail out.
+ */
+static char *
+setup(const char *given, FILE **logf, idem_app **app)
 {
-	const char		*given = argc > 1 ? argv[1] : NULL;
-	char			*config, key1[128];
-	size_t			 calls;
-	FILE			*logf;
-	const char		*move30 = "{\"from\": \"alice\", \"to\": \"bob\", "
-				    "\"amount\": 30}";
-	struct idem_test_resp	*a, *b;
-	struct idem_test_events	*ev;
-	idem_app		*app;
-	char			 err[256], sql[160];
-	PGresult		*r;
+	char		*config;
+	char		 err[256], sql[160];
+	PGresult	*r;
 
 	/* The fraud service: it allows whatever it is not told about. */
 	if ((fraud = idem_test_http_new(err, sizeof(err))) == NULL ||
@@ -184,19 +184,19 @@ main(int argc, char *argv[])
 	    == -1 || (config = config_with_fraud(given,
 	    idem_test_http_url(fraud))) == NULL) {
 		printf("Bail out! the fraud service or the config\n");
-		return 1;
+		return NULL;
 	}
 	/* The application's log lines go to a file this test reads. */
-	if ((logf = tmpfile()) == NULL) {
+	if ((*logf = tmpfile()) == NULL) {
 		printf("Bail out! a log file\n");
-		return 1;
+		return NULL;
 	}
-	idem_test_log_file(logf);
-	if ((app = ledger_app()) == NULL ||
-	    (t = idem_test_new(app, config, err, sizeof(err))) == NULL ||
+	idem_test_log_file(*logf);
+	if ((*app = ledger_app()) == NULL ||
+	    (t = idem_test_new(*app, config, err, sizeof(err))) == NULL ||
 	    (db = idem_db_open(config, NULL, err, sizeof(err))) == NULL) {
-		printf("Bail out! %s\n", app ? err : "ledger_app");
-		return 1;
+		printf("Bail out! %s\n", *app ? err : "ledger_app");
+		return NULL;
 	}
 	/* The harness's tenant starts with 100 in alice. */
 	snprintf(sql, sizeof(sql), "INSERT INTO accounts VALUES (%lld, "
@@ -204,9 +204,17 @@ main(int argc, char *argv[])
 	r = PQexec(db, sql);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		printf("Bail out! %s", PQerrorMessage(db));
-		return 1;
+		return NULL;
 	}
 	PQclear(r);
+	return config;
+}
+
+/* Transfers: both phases, the replay, a reused key, validation, a 402. */
+static void
+check_transfers(void)
+{
+	struct idem_test_resp	*a, *b;
 
 	a = transfer("move-1", move30);
 	ok(idem_test_status(a) == 201 &&
@@ -247,6 +255,15 @@ main(int argc, char *argv[])
 	ok(balance("alice") == 70, "alice still has 70");
 	idem_test_response_free(b);
 	idem_test_response_free(a);
+}
+
+/* The fraud check through the stub: allowed, refused, dropped. */
+static void
+check_fraud(void)
+{
+	struct idem_test_resp	*a, *b;
+	char			 key1[128];
+	size_t			 calls;
 
 	/* The fraud check: asked once per transfer, under a derived key,
 	 * within the transfer's trace. */
@@ -295,12 +312,18 @@ main(int argc, char *argv[])
 	    "... the retry with the same key executes (nothing was stored), "
 	    "asking again under the same derived key");
 	idem_test_response_free(a);
+}
+
+static void
+check_outbox(void)
+{
+	struct idem_test_events	*ev;
 
 	/* The outbox: one transfer.settled per settled transfer, in the
 	 * transfer's trace; no endpoint, so no delivery. */
 	if (idem_test_events(t, &ev) == -1) {
 		printf("Bail out! %s\n", idem_test_error(t));
-		return 1;
+		exit(1);
 	}
 	ok(idem_test_events_count(ev) == 2 &&
 	    strcmp(idem_test_event_type(ev, 0), "transfer.settled") == 0 &&
@@ -313,6 +336,13 @@ main(int argc, char *argv[])
 	    strncmp(idem_test_event_traceparent(ev, 0), "00-" TRACE "-", 36) ==
 	    0, "... each stored with the transfer's trace");
 	idem_test_events_free(ev);
+}
+
+/* The list (declared query parameters) and a problem's page. */
+static void
+check_list(void)
+{
+	struct idem_test_resp	*a;
 
 	/* Declared query parameters and the list helper. */
 	a = get("/v1/transfers?limit=1");
@@ -328,31 +358,49 @@ main(int argc, char *argv[])
 	    "GET /v1/transfers?limit=0 -> 400 naming the parameter");
 	idem_test_response_free(a);
 
-	/* The handler's log lines carry the request id. */
-	{
-		char	line[2048];
-		int	found = 0;
-
-		rewind(logf);
-		while (fgets(line, sizeof(line), logf) != NULL)
-			if (strstr(line, "refused by the fraud check") &&
-			    strstr(line, "\"request_id\":\"") &&
-			    strstr(line, "\"trace_id\":\"" TRACE "\""))
-				found = 1;
-		ok(found, "the refusal is logged (idem_req_log), with its "
-		    "request id and trace id, in the test's log file");
-	}
-
 	if (idem_test_request(t, "GET", "/problems/payment-declined", NULL,
 	    NULL, &a) == -1) {
 		printf("Bail out! %s\n", idem_test_error(t));
-		return 1;
+		exit(1);
 	}
 	ok(idem_test_status(a) == 200 &&
 	    strstr(idem_test_body(a, NULL), "<h1>Payment declined</h1>") !=
 	    NULL, "GET /problems/payment-declined -> its HTML page");
 	idem_test_response_free(a);
+}
 
+/* The handler's log lines, in the test's file, carry the request's id
+ * and trace. */
+static void
+check_log(FILE *logf)
+{
+	char	line[2048];
+	int	found = 0;
+
+	rewind(logf);
+	while (fgets(line, sizeof(line), logf) != NULL)
+		if (strstr(line, "refused by the fraud check") &&
+		    strstr(line, "\"request_id\":\"") &&
+		    strstr(line, "\"trace_id\":\"" TRACE "\""))
+			found = 1;
+	ok(found, "the refusal is logged (idem_req_log), with its "
+	    "request id and trace id, in the test's log file");
+}
+
+int
+main(int argc, char *argv[])
+{
+	char		*config;
+	FILE		*logf;
+	idem_app	*app;
+
+	if ((config = setup(argc > 1 ? argv[1] : NULL, &logf, &app)) == NULL)
+		return 1;
+	check_transfers();
+	check_fraud();
+	check_outbox();
+	check_list();
+	check_log(logf);
 	PQfinish(db);
 	idem_test_free(t);
 	idem_app_free(app);
