@@ -19,6 +19,7 @@
 #include "fcgi.h"
 #include "idempotency.h"
 #include "stmts.h"
+#include "trace.h"
 #include "test/idem_test_private.h"	/* exported for libidem_test */
 
 /* --- pgpool.c ------------------------------------------------------------ */
@@ -99,6 +100,16 @@ enum idem_rc idem_pipeline(PGconn *db, struct idem_stmts *stmts,
 	    struct idem_q *q, size_t n, unsigned *round_trips);
 void	idem_pipeline_clear(struct idem_q *q, size_t n);
 
+/* --- tracectx.c ---------------------------------------------------------- */
+
+/* req's trace: its traceparent header's when valid (trace.h), else a new
+ * one; a span id of its own either way.  No trace (trace_id "") only when
+ * no random bytes could be had. */
+void	idem_trace_begin(idem_req *req);
+/* The traceparent of a call req makes: its trace, a new span id, into
+ * out (IDEM_TRACEPARENT_LEN + 1); -1 when req has no trace. */
+int	idem_trace_child(const idem_req *req, char *out);
+
 /* --- log.c --------------------------------------------------------------- */
 
 void	idem_log_set_level(const char *name);
@@ -111,9 +122,10 @@ void	idem_log_lines(enum idem_log_level lvl, const char *text);
  */
 void	idem_log(enum idem_log_level lvl, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
-/* The request this thread serves from now on (NULL: none): its id (kept
- * by the caller) goes on every line idem_log() writes until then. */
-void	idem_log_bind(const char *request_id);
+/* The request this thread serves from now on (NULL: none): its id and
+ * its trace id (kept by the caller, NULL or "": none) go on every line
+ * idem_log() writes until then. */
+void	idem_log_bind(const char *request_id, const char *trace_id);
 /* A failed result of a request's statement, logged ("db: ...") and its
  * SQLSTATE kept in the request (a transient one makes the failure 503). */
 void	idem_log_db_result(idem_req *req, const PGresult *r);
@@ -332,6 +344,8 @@ struct idem_req {
 	int			 has_key;
 	unsigned char		 fingerprint[32];
 	char			 request_id[17];
+	/* its trace (tracectx.c): trace_id "" when it has none */
+	struct idem_trace	 trace;
 
 	/* database (conn.c) */
 	PGconn			*db;
@@ -581,13 +595,6 @@ int	idem_dispatcher_start(idem_app *app);
 /* Wake and join it, waiting until deadline (CLOCK_REALTIME) at most: 0,
  * or -1 when it is still in a delivery. */
 int	idem_dispatcher_stop(idem_app *app, const struct timespec *deadline);
-/* Deliver what is due (at most max deliveries; 0: until none is due) and
- * evict a batch; fills the counts.  IDEM_RC_OK, or IDEM_RC_FAIL when the
- * database was not available. */
-struct idem_deliver_counts {
-	long	delivered, failed, dead, evicted;
-};
-int	idem_deliver_run(idem_app *app, long max,
-	    struct idem_deliver_counts *counts);
+/* idem_deliver_run(): test/idem_test_private.h (libidem_test calls it). */
 
 #endif /* IDEM_PRIVATE_H */

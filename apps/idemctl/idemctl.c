@@ -449,7 +449,7 @@ events_list(PGconn *db, int argc, char **argv)
 
 static const char sql_event_show[] =
 	"SELECT e.id, e.event_id, a.name, e.type, e.created_at,"
-	" octet_length(e.body), left(e.body, $2)"
+	" octet_length(e.body), left(e.body, $2), coalesce(e.traceparent, '-')"
 	" FROM idem_events e JOIN api_keys a ON a.id = e.api_key_id"
 	" WHERE e.event_id = $1";
 
@@ -499,6 +499,8 @@ events_show(PGconn *db, const char *event_id)
 		printf("%-12s %s%s\n", label[i], PQgetvalue(r, 0, i),
 		    i == 6 && atol(PQgetvalue(r, 0, 5)) > EVENT_BODY_SHOWN ?
 		    " (...)" : "");
+	/* The request's trace, which its deliveries send (sql/030). */
+	printf("%-12s %s\n", "traceparent", PQgetvalue(r, 0, 7));
 	printf("deliveries   %d\n", PQntuples(d));
 	for (i = 0; i < PQntuples(d); i++)
 		printf("delivery=%s endpoint=%s url=%s endpoint_state=%s "

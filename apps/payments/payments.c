@@ -539,6 +539,9 @@ phase_charge(idem_req *req, void *arg)
 	}
 	if (!ok) {
 		idem_args_free(a);
+		idem_req_log(req, IDEM_LOG_WARN, "acquirer: no usable answer "
+		    "(%s, HTTP %d)", idem_http_rc_name(res.rc),
+		    res.http_status);
 		/* Not stored: the retry resumes here, with the same key. */
 		return idem_resp_problem(req, IDEM_P_UNAVAILABLE, "the card "
 		    "acquirer did not answer; retry later") == 0 ?

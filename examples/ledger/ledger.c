@@ -11,7 +11,8 @@
  *                         "expect_balance": 100}
  *                        phase "started": ask [ledger] fraud_url, if set;
  *                                         hold the amount (debit, held row)
- *                        phase "held":    settle (credit), answer 201
+ *                        phase "held":    settle (credit), enqueue
+ *                                         transfer.settled, answer 201
  *   GET  /v1/transfers   ?limit=1..100&starting_after=ID, newest first
  *   GET  /healthz        public
  *
@@ -198,6 +199,8 @@ settle(idem_req *req, void *arg)
 	idem_args	*a = idem_args_new();
 	idem_json	*j;
 	PGresult	*r;
+	const char	*body;
+	size_t		 len;
 
 	(void)arg;
 	idem_args_tenant(a, req);
@@ -217,6 +220,13 @@ settle(idem_req *req, void *arg)
 	j = idem_json_new();
 	idem_json_pg_row(j, r, 0);
 	PQclear(r);
+	/* The settled transfer as an event: it commits with the credit. */
+	if ((body = idem_json_buf(j, &len)) == NULL ||
+	    idem_req_enqueue(req, "transfer.settled", body, len, NULL, 0) ==
+	    -1) {
+		idem_json_free(j);
+		return -1;
+	}
 	return idem_json_send(j, req, 201) == 0 ? IDEM_PHASE_END : -1;
 }
 

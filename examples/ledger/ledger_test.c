@@ -1,9 +1,11 @@
 /*
  * ledger_test.c - the ledger example's tests, written with libidem_test:
  * each request goes through ledger's routes, both phases, the idempotency
- * middleware and a real PostgreSQL, in this process.  TAP on stdout.  A
- * thread of this file plays the fraud service ([ledger] fraud_url): it
- * refuses transfers to "mallory" and, while told to, drops calls.
+ * middleware and a real PostgreSQL, in this process.  TAP on stdout, the
+ * application's log lines in a file this test reads (idem_test_log_file).
+ * The fraud service ([ledger] fraud_url) is libidem_test's HTTP stub
+ * (idem_test_http(3)): it allows, unless told to refuse or drop a call;
+ * the events the transfers enqueued are read with idem_test_events(3).
  *
  * Build: make test (cc -DLEDGER_NO_MAIN ledger.c ledger_test.c with
  *        pkg-config idem-test)
@@ -11,11 +13,6 @@
  *        (none: libpq's PG* variables); the database holds libidem's
  *        schema and ledger.sql.
  */
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +23,17 @@
 
 idem_app	*ledger_app(void);	/* ledger.c */
 
-static struct idem_test	*t;
-static PGconn		*db;
-static int		 n, failed;
+static struct idem_test		*t;
+static struct idem_test_http	*fraud;
+static PGconn			*db;
+static int			 n, failed;
+
+/* The trace the transfers are sent under (W3C traceparent). */
+#define TRACE		"4bf92f3577b34da6a3ce929d0e0e4736"
+#define TRACEPARENT	"00-" TRACE "-00f067aa0ba902b7-01"
+
+static const char *const json_type[] = {
+	"Content-Type: application/json", NULL };
 
 static void
 ok(int cond, const char *what)
@@ -43,7 +48,7 @@ transfer(const char *key, const char *body)
 {
 	struct idem_test_resp	*r;
 	char			 h[128];
-	const char		*hdr[] = { h, NULL };
+	const char		*hdr[] = { h, "traceparent: " TRACEPARENT, NULL };
 
 	snprintf(h, sizeof(h), "Idempotency-Key: %s", key);
 	if (idem_test_request(t, "POST", "/v1/transfers", hdr, body,
@@ -73,97 +78,15 @@ balance(const char *account)
 	return b;
 }
 
-/* --- the fraud service ---------------------------------------------- */
-
-static struct {
-	pthread_mutex_t	 mu;
-	int		 fd;		/* listening */
-	int		 calls;		/* requests read */
-	int		 drop;		/* close without answering */
-	char		 key[128];	/* the last Idempotency-Key */
-} fraud = { PTHREAD_MUTEX_INITIALIZER, -1, 0, 0, "" };
-
-/* One call per connection: read it, answer {"allow": ...}, close. */
-static void *
-fraud_main(void *arg)
+/* The last call the fraud service got: its header name, or "". */
+static const char *
+fraud_last(const char *name)
 {
-	char	 buf[8192], *k, *e;
-	size_t	 len;
-	ssize_t	 got;
-	int	 c, refuse;
+	size_t		 calls = idem_test_http_count(fraud);
+	const char	*v = calls > 0 ? idem_test_http_header(fraud,
+			    calls - 1, name) : NULL;
 
-	(void)arg;
-	while ((c = accept(fraud.fd, NULL, NULL)) != -1) {
-		len = 0;
-		/* Headers and the small body arrive before the client waits. */
-		while (len < sizeof(buf) - 1 && (got = read(c, buf + len,
-		    sizeof(buf) - 1 - len)) > 0) {
-			len += (size_t)got;
-			buf[len] = '\0';
-			if ((e = strstr(buf, "\r\n\r\n")) != NULL &&
-			    strchr(e, '}') != NULL)
-				break;
-		}
-		buf[len] = '\0';
-		pthread_mutex_lock(&fraud.mu);
-		fraud.calls++;
-		if ((k = strstr(buf, "\nIdempotency-Key: ")) != NULL) {
-			k += strlen("\nIdempotency-Key: ");
-			snprintf(fraud.key, sizeof(fraud.key), "%.*s",
-			    (int)strcspn(k, "\r\n"), k);
-		}
-		refuse = strstr(buf, "\"to\":\"mallory\"") != NULL;
-		if (!fraud.drop)
-			dprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: "
-			    "application/json\r\nContent-Length: %d\r\n"
-			    "Connection: close\r\n\r\n{\"allow\":%s}",
-			    refuse ? 15 : 14, refuse ? "false" : "true");
-		pthread_mutex_unlock(&fraud.mu);
-		close(c);
-	}
-	return NULL;
-}
-
-/* Start it; its port, or -1. */
-static int
-fraud_start(void)
-{
-	struct sockaddr_in	 sin;
-	socklen_t		 sl = sizeof(sin);
-	pthread_t		 th;
-
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if ((fraud.fd = socket(AF_INET, SOCK_STREAM, 0)) == -1 ||
-	    bind(fraud.fd, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
-	    listen(fraud.fd, 8) == -1 ||
-	    getsockname(fraud.fd, (struct sockaddr *)&sin, &sl) == -1 ||
-	    pthread_create(&th, NULL, fraud_main, NULL) != 0)
-		return -1;
-	pthread_detach(th);
-	return ntohs(sin.sin_port);
-}
-
-static int
-fraud_calls(char *key, size_t len)
-{
-	int	n;
-
-	pthread_mutex_lock(&fraud.mu);
-	n = fraud.calls;
-	if (key != NULL)
-		snprintf(key, len, "%s", fraud.key);
-	pthread_mutex_unlock(&fraud.mu);
-	return n;
-}
-
-static void
-fraud_drop(int on)
-{
-	pthread_mutex_lock(&fraud.mu);
-	fraud.drop = on;
-	pthread_mutex_unlock(&fraud.mu);
+	return v != NULL ? v : "";
 }
 
 /*
@@ -171,7 +94,7 @@ fraud_drop(int on)
  * [ledger] fraud_url, written to a temporary file; its name, or NULL.
  */
 static char *
-config_with_fraud(const char *config, int port)
+config_with_fraud(const char *config, const char *url)
 {
 	static char	 path[] = "/tmp/ledger_test.XXXXXX";
 	char		 buf[4096];
@@ -192,8 +115,8 @@ config_with_fraud(const char *config, int port)
 				fputs(buf, out);
 		fclose(in);
 	}
-	fprintf(out, "\n[ledger]\nfraud_url = http://127.0.0.1:%d/check\n"
-	    "fraud_timeout = 2s\n", port);
+	fprintf(out, "\n[ledger]\nfraud_url = %s/check\nfraud_timeout = 2s\n",
+	    url);
 	return fclose(out) == 0 ? path : NULL;
 }
 
@@ -294,35 +217,41 @@ app_conflict_checks(void)
 	idem_test_response_free(a);
 }
 
-int
-main(int argc, char *argv[])
-{
-	const char		*given = argc > 1 ? argv[1] : NULL;
-	char			*config, key1[128], key2[128];
-	int			 port, calls;
-	FILE			*logf;
-	const char		*move30 = "{\"from\": \"alice\", \"to\": \"bob\", "
-				    "\"amount\": 30}";
-	struct idem_test_resp	*a, *b;
-	idem_app		*app;
-	char			 err[256], sql[160];
-	PGresult		*r;
+static const char move30[] = "{\"from\": \"alice\", \"to\": \"bob\", "
+    "\"amount\": 30}";
 
-	if ((port = fraud_start()) == -1 ||
-	    (config = config_with_fraud(given, port)) == NULL) {
+/*
+ * The fraud service (it allows whatever it is not told about), the
+ * config naming it, the log file, the harness, alice's 100: the config's
+ * name, or NULL after a bail out.
+ */
+static char *
+setup(const char *given, FILE **logf, idem_app **app)
+{
+	char		*config;
+	char		 err[256], sql[160];
+	PGresult	*r;
+
+	/* The fraud service: it allows whatever it is not told about. */
+	if ((fraud = idem_test_http_new(err, sizeof(err))) == NULL ||
+	    idem_test_http_default(fraud, &(struct idem_test_http_answer){
+	    .status = 200, .headers = json_type, .body = "{\"allow\":true}" })
+	    == -1 || (config = config_with_fraud(given,
+	    idem_test_http_url(fraud))) == NULL) {
 		printf("Bail out! the fraud service or the config\n");
-		return 1;
+		return NULL;
 	}
-	/* The handlers' log lines (stderr) go to a file this test reads. */
-	if ((logf = tmpfile()) == NULL || dup2(fileno(logf), 2) == -1) {
-		printf("Bail out! stderr to a file\n");
-		return 1;
+	/* The application's log lines go to a file this test reads. */
+	if ((*logf = tmpfile()) == NULL) {
+		printf("Bail out! a log file\n");
+		return NULL;
 	}
-	if ((app = ledger_app()) == NULL ||
-	    (t = idem_test_new(app, config, err, sizeof(err))) == NULL ||
+	idem_test_log_file(*logf);
+	if ((*app = ledger_app()) == NULL ||
+	    (t = idem_test_new(*app, config, err, sizeof(err))) == NULL ||
 	    (db = idem_db_open(config, NULL, err, sizeof(err))) == NULL) {
-		printf("Bail out! %s\n", app ? err : "ledger_app");
-		return 1;
+		printf("Bail out! %s\n", *app ? err : "ledger_app");
+		return NULL;
 	}
 	/* The harness's tenant starts with 100 in alice. */
 	snprintf(sql, sizeof(sql), "INSERT INTO accounts VALUES (%lld, "
@@ -330,9 +259,17 @@ main(int argc, char *argv[])
 	r = PQexec(db, sql);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		printf("Bail out! %s", PQerrorMessage(db));
-		return 1;
+		return NULL;
 	}
 	PQclear(r);
+	return config;
+}
+
+/* Transfers: both phases, the replay, a reused key, validation, a 402. */
+static void
+check_transfers(void)
+{
+	struct idem_test_resp	*a, *b;
 
 	a = transfer("move-1", move30);
 	ok(idem_test_status(a) == 201 &&
@@ -373,40 +310,94 @@ main(int argc, char *argv[])
 	ok(balance("alice") == 70, "alice still has 70");
 	idem_test_response_free(b);
 	idem_test_response_free(a);
+}
 
-	/* The fraud check: asked once per transfer, under a derived key. */
-	calls = fraud_calls(key1, sizeof(key1));
-	ok(calls == 2 && key1[0] != '\0' && strstr(key1, "move-") == NULL,
-	    "the fraud service was asked once per executed transfer, under a "
-	    "derived Idempotency-Key");
+/* The fraud check through the stub: allowed, refused, dropped. */
+static void
+check_fraud(void)
+{
+	struct idem_test_resp	*a, *b;
+	char			 key1[128];
+	size_t			 calls;
+
+	/* The fraud check: asked once per transfer, under a derived key,
+	 * within the transfer's trace. */
+	calls = idem_test_http_count(fraud);
+	ok(calls == 2 && strcmp(idem_test_http_method(fraud, 0), "POST") == 0 &&
+	    strcmp(idem_test_http_path(fraud, 0), "/check") == 0 &&
+	    strstr(idem_test_http_body(fraud, 0, NULL), "\"amount\":30") !=
+	    NULL, "the fraud service was asked once per executed transfer: "
+	    "POST /check with the amount");
+	snprintf(key1, sizeof(key1), "%s", fraud_last("Idempotency-Key"));
+	ok(key1[0] != '\0' && strstr(key1, "move-") == NULL,
+	    "... under a derived Idempotency-Key");
+	ok(strncmp(fraud_last("traceparent"), "00-" TRACE "-", 36) == 0 &&
+	    strcmp(fraud_last("traceparent"), TRACEPARENT) != 0,
+	    "... with the transfer's trace id and a span id of its own "
+	    "(traceparent)");
+	idem_test_http_push(fraud, &(struct idem_test_http_answer){
+	    .status = 200, .headers = json_type, .body = "{\"allow\":false}" });
 	a = transfer("move-4", "{\"from\": \"alice\", \"to\": \"mallory\", "
 	    "\"amount\": 5}");
-	ok(is_problem(a, 403, "transfer-refused"),
-	    "a transfer the fraud check refuses -> 403 transfer-refused");
+	ok(is_problem(a, 403, "transfer-refused") &&
+	    strstr(idem_test_http_body(fraud, calls, NULL), "\"mallory\"") !=
+	    NULL, "a transfer the fraud check refuses -> 403 transfer-refused");
 	b = transfer("move-4", "{\"from\": \"alice\", \"to\": \"mallory\", "
 	    "\"amount\": 5}");
-	ok(same(a, b) && replayed(b) && fraud_calls(NULL, 0) == calls + 1,
+	ok(same(a, b) && replayed(b) && idem_test_http_count(fraud) ==
+	    calls + 1,
 	    "... replayed as stored, the fraud service not asked again");
 	ok(balance("alice") == 70 && balance("mallory") == -1,
 	    "... and no money moved");
 	idem_test_response_free(b);
 	idem_test_response_free(a);
 
-	fraud_drop(1);
+	idem_test_http_push(fraud, &(struct idem_test_http_answer){
+	    .action = IDEM_TEST_HTTP_CLOSE });
 	a = transfer("move-5", move30);
-	fraud_calls(key1, sizeof(key1));
+	snprintf(key1, sizeof(key1), "%s", fraud_last("Idempotency-Key"));
 	ok(is_problem(a, 503, "service-unavailable") && !replayed(a) &&
 	    balance("alice") == 70,
 	    "the fraud service drops the call -> 503, no money moved");
 	idem_test_response_free(a);
-	fraud_drop(0);
 	a = transfer("move-5", move30);
-	fraud_calls(key2, sizeof(key2));
 	ok(idem_test_status(a) == 201 && !replayed(a) &&
-	    balance("alice") == 40 && strcmp(key1, key2) == 0,
+	    balance("alice") == 40 &&
+	    strcmp(key1, fraud_last("Idempotency-Key")) == 0,
 	    "... the retry with the same key executes (nothing was stored), "
 	    "asking again under the same derived key");
 	idem_test_response_free(a);
+}
+
+static void
+check_outbox(void)
+{
+	struct idem_test_events	*ev;
+
+	/* The outbox: one transfer.settled per settled transfer, in the
+	 * transfer's trace; no endpoint, so no delivery. */
+	if (idem_test_events(t, &ev) == -1) {
+		printf("Bail out! %s\n", idem_test_error(t));
+		exit(1);
+	}
+	ok(idem_test_events_count(ev) == 2 &&
+	    strcmp(idem_test_event_type(ev, 0), "transfer.settled") == 0 &&
+	    strcmp(idem_test_event_type(ev, 1), "transfer.settled") == 0 &&
+	    strstr(idem_test_event_body(ev, 1), "\"status\":\"settled\"") !=
+	    NULL && idem_test_event_deliveries(ev, 0) == 0,
+	    "two settled transfers enqueued a transfer.settled each, with "
+	    "the transfer as data");
+	ok(idem_test_event_traceparent(ev, 0) != NULL &&
+	    strncmp(idem_test_event_traceparent(ev, 0), "00-" TRACE "-", 36) ==
+	    0, "... each stored with the transfer's trace");
+	idem_test_events_free(ev);
+}
+
+/* The list (declared query parameters) and a problem's page. */
+static void
+check_list(void)
+{
+	struct idem_test_resp	*a;
 
 	/* Declared query parameters and the list helper. */
 	a = get("/v1/transfers?limit=1");
@@ -422,36 +413,54 @@ main(int argc, char *argv[])
 	    "GET /v1/transfers?limit=0 -> 400 naming the parameter");
 	idem_test_response_free(a);
 
-	/* The handler's log lines carry the request id. */
-	{
-		char	line[2048];
-		int	found = 0;
-
-		fflush(stderr);
-		rewind(logf);
-		while (fgets(line, sizeof(line), logf) != NULL)
-			if (strstr(line, "refused by the fraud check") &&
-			    strstr(line, "\"request_id\":\""))
-				found = 1;
-		ok(found, "the refusal is logged (idem_req_log), with its "
-		    "request id");
-	}
-
-	app_conflict_checks();
-
 	if (idem_test_request(t, "GET", "/problems/payment-declined", NULL,
 	    NULL, &a) == -1) {
 		printf("Bail out! %s\n", idem_test_error(t));
-		return 1;
+		exit(1);
 	}
 	ok(idem_test_status(a) == 200 &&
 	    strstr(idem_test_body(a, NULL), "<h1>Payment declined</h1>") !=
 	    NULL, "GET /problems/payment-declined -> its HTML page");
 	idem_test_response_free(a);
+}
 
+/* The handler's log lines, in the test's file, carry the request's id
+ * and trace. */
+static void
+check_log(FILE *logf)
+{
+	char	line[2048];
+	int	found = 0;
+
+	rewind(logf);
+	while (fgets(line, sizeof(line), logf) != NULL)
+		if (strstr(line, "refused by the fraud check") &&
+		    strstr(line, "\"request_id\":\"") &&
+		    strstr(line, "\"trace_id\":\"" TRACE "\""))
+			found = 1;
+	ok(found, "the refusal is logged (idem_req_log), with its "
+	    "request id and trace id, in the test's log file");
+}
+
+int
+main(int argc, char *argv[])
+{
+	char		*config;
+	FILE		*logf;
+	idem_app	*app;
+
+	if ((config = setup(argc > 1 ? argv[1] : NULL, &logf, &app)) == NULL)
+		return 1;
+	check_transfers();
+	check_fraud();
+	check_outbox();
+	check_list();
+	check_log(logf);
+	app_conflict_checks();
 	PQfinish(db);
 	idem_test_free(t);
 	idem_app_free(app);
+	idem_test_http_free(fraud);
 	unlink(config);
 	printf("1..%d\n", n);
 	return failed == 0 ? 0 : 1;

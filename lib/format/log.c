@@ -106,6 +106,29 @@ static struct {
 	PTHREAD_COND_INITIALIZER, { 0 }, 0, 0 };
 static atomic_int gathering;
 
+/* Where lines go: stderr, or what libidem_test set (idem_log_output()). */
+static idem_log_output_fn out_fn;
+static void *out_arg;
+
+void
+idem_log_output(idem_log_output_fn fn, void *arg)
+{
+	pthread_mutex_lock(&lg.wmu);
+	out_fn = fn;
+	out_arg = arg;
+	pthread_mutex_unlock(&lg.wmu);
+}
+
+/* Whole lines out; called with lg.wmu held. */
+static void
+output(const char *p, size_t len)
+{
+	if (out_fn != NULL)
+		out_fn(out_arg, p, len);
+	else
+		fwrite(p, 1, len, stderr);
+}
+
 /* Write what is pending; called with lg.mu held, returns with it free. */
 static void
 flush_locked(void)
@@ -116,7 +139,7 @@ flush_locked(void)
 	pthread_mutex_lock(&lg.wmu);
 	pthread_mutex_unlock(&lg.mu);
 	if (out.len > 0)
-		fwrite(out.p, 1, out.len, stderr);
+		output(out.p, out.len);
 	pthread_mutex_unlock(&lg.wmu);
 	idem_buf_free(&out);
 }
@@ -211,7 +234,9 @@ log_write(struct idem_buf *b, enum idem_log_level lvl)
 		return;
 	if (!atomic_load(&gathering)) {
 		/* One write per line: lines of threads never interleave. */
-		fwrite(b->p, 1, b->len, stderr);
+		pthread_mutex_lock(&lg.wmu);
+		output(b->p, b->len);
+		pthread_mutex_unlock(&lg.wmu);
 		idem_buf_free(b);
 		return;
 	}
@@ -247,19 +272,31 @@ add_field(struct idem_buf *b, const char *name, const char *value)
 }
 
 /* The request the calling thread serves (idem_log_bind()). */
-static __thread const char *bound_request_id;
+static __thread const char *bound_request_id, *bound_trace_id;
 
 void
-idem_log_bind(const char *request_id)
+idem_log_bind(const char *request_id, const char *trace_id)
 {
 	bound_request_id = request_id;
+	bound_trace_id = trace_id;
+}
+
+/* ,"request_id":...,"trace_id":... of a request, those it has. */
+static void
+add_request_fields(struct idem_buf *b, const char *request_id,
+    const char *trace_id)
+{
+	if (request_id != NULL && request_id[0] != '\0')
+		add_field(b, "request_id", request_id);
+	if (trace_id != NULL && trace_id[0] != '\0')
+		add_field(b, "trace_id", trace_id);
 }
 
 /* A line with msg (trailing blanks and newlines cut: libpq ends its
- * messages in one) and, when there is one, the request's id. */
+ * messages in one) and, when there is one, the request's id and trace. */
 static void
-log_line(enum idem_log_level lvl, const char *request_id, const char *fmt,
-    va_list ap)
+log_line(enum idem_log_level lvl, const char *request_id,
+    const char *trace_id, const char *fmt, va_list ap)
 {
 	struct idem_buf	 b = { 0 };
 	char		 msg[1024];
@@ -278,8 +315,7 @@ log_line(enum idem_log_level lvl, const char *request_id, const char *fmt,
 	log_prefix(&b, lvl);
 	idem_buf_adds(&b, ",\"msg\":");
 	idem_buf_add_jstr(&b, msg, (size_t)n);
-	if (request_id != NULL && request_id[0] != '\0')
-		add_field(&b, "request_id", request_id);
+	add_request_fields(&b, request_id, trace_id);
 	log_emit(&b, lvl);
 }
 
@@ -289,7 +325,7 @@ idem_log(enum idem_log_level lvl, const char *fmt, ...)
 	va_list	ap;
 
 	va_start(ap, fmt);
-	log_line(lvl, bound_request_id, fmt, ap);
+	log_line(lvl, bound_request_id, bound_trace_id, fmt, ap);
 	va_end(ap);
 }
 
@@ -300,8 +336,10 @@ idem_req_log(const idem_req *req, enum idem_log_level lvl, const char *fmt,
 	va_list	ap;
 
 	va_start(ap, fmt);
-	log_line(lvl, req != NULL ? req->request_id : bound_request_id, fmt,
-	    ap);
+	if (req != NULL)
+		log_line(lvl, req->request_id, req->trace.trace_id, fmt, ap);
+	else
+		log_line(lvl, bound_request_id, bound_trace_id, fmt, ap);
 	va_end(ap);
 }
 
@@ -346,6 +384,8 @@ idem_log_request_line(const idem_req *req, long long duration_us,
 	log_prefix(b, IDEM_LOG_INFO);
 	add_field(b, "msg", "request");
 	add_field(b, "request_id", req->request_id);
+	if (req->trace.trace_id[0] != '\0')
+		add_field(b, "trace_id", req->trace.trace_id);
 	add_field(b, "method", req->method);
 	idem_buf_adds(b, ",\"route\":");
 	if (req->route != NULL)

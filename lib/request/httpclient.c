@@ -624,6 +624,28 @@ fail:
 	return NULL;
 }
 
+/* The calling request's trace with a span id of this call's own
+ * (tracectx.c), unless the caller set a traceparent. */
+static int
+add_traceparent(const idem_http *h, const idem_req *req,
+    struct curl_slist **lines)
+{
+	char			 tp[IDEM_TRACEPARENT_LEN + 1], line[80];
+	const struct curl_slist	*s;
+	struct curl_slist	*t;
+
+	for (s = h->headers; s != NULL; s = s->next)
+		if (strncasecmp(s->data, "traceparent:", 12) == 0)
+			return 0;
+	if (idem_trace_child(req, tp) == -1)
+		return 0;
+	snprintf(line, sizeof(line), "traceparent: %s", tp);
+	if ((t = curl_slist_append(*lines, line)) == NULL)
+		return -1;
+	*lines = t;
+	return 0;
+}
+
 /* Does a handler of req run under a deadline?  Only idempotent routes
  * have one (the middleware starts its clock). */
 static int
@@ -867,7 +889,8 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 		return IDEM_HTTP_TIMEOUT;
 	}
 	if ((t = thread_handle()) == NULL || (lines = header_lines(h)) ==
-	    NULL || (r = calloc(1, sizeof(*r))) == NULL) {
+	    NULL || add_traceparent(h, req, &lines) == -1 ||
+	    (r = calloc(1, sizeof(*r))) == NULL) {
 		curl_slist_free_all(lines);
 		idem_errf(err, errlen, "fail: out of memory");
 		return IDEM_HTTP_FAIL;

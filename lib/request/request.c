@@ -281,7 +281,8 @@ idem_request_handle(idem_app *app, struct idem_fcgi *in,
 	req.in = in;
 	if (idem_random_hex(req.request_id, 8) == -1)
 		strcpy(req.request_id, "0");
-	idem_log_bind(req.request_id);
+	idem_trace_begin(&req);
+	idem_log_bind(req.request_id, req.trace.trace_id);
 
 	if (prepare(&req) == 0) {
 		if (req.route->flags & IDEM_ROUTE_IDEMPOTENT) {
@@ -304,7 +305,7 @@ idem_request_handle(idem_app *app, struct idem_fcgi *in,
 	idem_req_conn_release(&req);
 	idem_log_request(&req, idem_now_us() - t0);
 	idem_req_release(&req);
-	idem_log_bind(NULL);
+	idem_log_bind(NULL, NULL);
 	return rc;
 }
 

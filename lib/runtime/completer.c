@@ -59,7 +59,8 @@ complete_one(idem_app *app, const PGresult *r, int row, char *err,
 	req.app = app;
 	if (idem_random_hex(req.request_id, 8) == -1)
 		strcpy(req.request_id, "0");
-	idem_log_bind(req.request_id);
+	idem_trace_begin(&req);
+	idem_log_bind(req.request_id, req.trace.trace_id);
 	snprintf(err, errsz, "unusable record");
 	if (PQgetvalue(r, row, C_REVOKED)[0] == 't') {
 		snprintf(err, errsz, "the tenant's API key is revoked");
@@ -140,7 +141,7 @@ out:
 		idem_log(IDEM_LOG_WARN, "completer: key record %s: %s",
 		    PQgetvalue(r, row, C_ID), err);
 	idem_req_release(&req);
-	idem_log_bind(NULL);
+	idem_log_bind(NULL, NULL);
 	return rc;
 }
 

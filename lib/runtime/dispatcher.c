@@ -36,7 +36,7 @@ struct idem_dispatcher {
 
 /* Columns of idem_outbox_take(). */
 enum { C_ID, C_EVENT, C_TYPE, C_BODY, C_URL, C_SECRET, C_DELETED,
-	C_ATTEMPTS, C_AGE };
+	C_ATTEMPTS, C_AGE, C_TRACEPARENT };
 
 static const char sql_take[] =
     "SELECT * FROM idem_outbox_take($1::bigint, $2::bigint, $3::boolean)";
@@ -110,6 +110,8 @@ call(idem_app *app, const PGresult *t, int row, int *hopeless, char *err,
 	    idem_http_header(h, "webhook-id", PQgetvalue(t, row, C_EVENT)) ==
 	    -1 || idem_http_header(h, "webhook-timestamp", ts) == -1 ||
 	    idem_http_header(h, "webhook-signature", sig) == -1 ||
+	    (!PQgetisnull(t, row, C_TRACEPARENT) && idem_http_header(h,
+	    "traceparent", PQgetvalue(t, row, C_TRACEPARENT)) == -1) ||
 	    idem_http_body(h, "application/json", body, len) == -1) {
 		idem_http_free(h);
 		snprintf(err, errlen, "cannot build the request");

@@ -226,6 +226,7 @@ idem_req_enqueue(idem_req *req, const char *type, const char *data,
 {
 	char		 phase[IDEM_EVENT_TYPE_MAX + 100], key[41];
 	char		 evid[IDEM_EVENT_ID_MAX], *body;
+	char		 tp[IDEM_TRACEPARENT_LEN + 1];
 	const char	*point;
 	idem_args	*a;
 	unsigned	 n;
@@ -267,10 +268,13 @@ idem_req_enqueue(idem_req *req, const char *type, const char *data,
 	idem_args_str(a, type);
 	idem_args_str(a, body);
 	free(body);
+	/* The request's trace, a span of the event's own: its deliveries
+	 * send it (dispatcher.c). */
+	idem_args_str(a, idem_trace_child(req, tp) == 0 ? tp : NULL);
 	/* With the commit, in its round trip: an event costs the request
 	 * no flight of its own (tests/direct/roundtrips.py). */
 	if (idem_req_defer_args(req, "SELECT idem_outbox_enqueue($1, $2, $3, "
-	    "$4)", a) == -1)
+	    "$4, $5)", a) == -1)
 		return -1;
 	if (idem_buf_adds(&req->events, point) == -1 ||
 	    idem_buf_addc(&req->events, '\0') == -1 ||

@@ -40,6 +40,8 @@
 
 struct idem_test {
 	idem_app	*app;
+	char		*config;	/* its file, or NULL */
+	PGconn		*db;		/* for idem_test_events(), once asked */
 	char		 secret[128];
 	char		 auth[160];	/* "Bearer <secret>" */
 	int64_t		 tenant;
@@ -162,6 +164,10 @@ idem_test_new(idem_app *app, const char *config, char *err, size_t errlen)
 	}
 	PQfinish(db);
 	snprintf(t->auth, sizeof(t->auth), "Bearer %s", t->secret);
+	if (config != NULL && (t->config = strdup(config)) == NULL) {
+		seterr(err, errlen, "out of memory");
+		goto fail;
+	}
 	return t;
 fail:
 	free(t);
@@ -171,6 +177,11 @@ fail:
 void
 idem_test_free(struct idem_test *t)
 {
+	if (t == NULL)
+		return;
+	if (t->db != NULL)
+		PQfinish(t->db);
+	free(t->config);
 	free(t);
 }
 
@@ -537,4 +548,219 @@ idem_test_response_free(struct idem_test_resp *r)
 	free(r->h);
 	free(r->body);
 	free(r);
+}
+
+/* --- where the application's log lines go ---------------------------------- */
+
+static struct {
+	FILE		*f;
+	idem_test_log_fn fn;
+	void		*arg;
+} logto;
+
+/* libidem's output (whole lines, under its lock) cut into lines. */
+static void
+log_lines(void *arg, const char *p, size_t len)
+{
+	const char	*nl;
+	size_t		 n;
+
+	(void)arg;
+	for (; len > 0; p += n, len -= n) {
+		nl = memchr(p, '\n', len);
+		n = nl != NULL ? (size_t)(nl - p) + 1 : len;
+		if (logto.fn != NULL)
+			logto.fn(logto.arg, p, n);
+		else if (logto.f != NULL) {
+			fwrite(p, 1, n, logto.f);
+			fflush(logto.f);
+		}
+	}
+}
+
+void
+idem_test_log_file(FILE *f)
+{
+	/* Off while the target changes: no line sees half of it. */
+	idem_log_output(NULL, NULL);
+	logto.f = f;
+	logto.fn = NULL;
+	logto.arg = NULL;
+	idem_log_output(f == stderr ? NULL : log_lines, NULL);
+}
+
+void
+idem_test_log_callback(idem_test_log_fn fn, void *arg)
+{
+	idem_log_output(NULL, NULL);
+	logto.f = NULL;
+	logto.fn = fn;
+	logto.arg = arg;
+	idem_log_output(log_lines, NULL);
+}
+
+/* --- the outbox, read ------------------------------------------------------ */
+
+/* Columns of the query below: one row per delivery, or per event that has
+ * none (its delivery columns NULL). */
+enum { E_ID, E_TYPE, E_BODY, E_TRACE, D_URL, D_STATE, D_ATTEMPTS,
+	D_STATUS };
+
+struct idem_test_events {
+	PGresult	*r;
+	size_t		 n;
+	int		*first;		/* each event's first row */
+	int		*ndel;		/* and its deliveries */
+};
+
+int
+idem_test_events(struct idem_test *t, struct idem_test_events **ev)
+{
+	struct idem_test_events	*e;
+	char			 tenant[24];
+	const char		*vals[1] = { tenant };
+	int			 i;
+
+	*ev = NULL;
+	t->err[0] = '\0';
+	if (t->db == NULL && (t->db = idem_db_open(t->config, NULL, t->err,
+	    sizeof(t->err))) == NULL)
+		return -1;
+	if ((e = calloc(1, sizeof(*e))) == NULL) {
+		seterr(t->err, sizeof(t->err), "out of memory");
+		return -1;
+	}
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)t->tenant);
+	e->r = PQexecParams(t->db, "SELECT e.event_id, e.type, e.body, "
+	    "e.traceparent, w.url, d.state, d.attempts, d.last_status "
+	    "FROM idem_events e LEFT JOIN idem_deliveries d ON d.event = e.id "
+	    "LEFT JOIN idem_webhook_endpoints w ON w.id = d.endpoint "
+	    "WHERE e.api_key_id = $1 ORDER BY e.id, d.id", 1, NULL, vals,
+	    NULL, NULL, 0);
+	if (PQresultStatus(e->r) != PGRES_TUPLES_OK) {
+		seterr(t->err, sizeof(t->err), "the outbox: %s",
+		    PQerrorMessage(t->db));
+		idem_test_events_free(e);
+		return -1;
+	}
+	if ((e->first = calloc((size_t)PQntuples(e->r) + 1, sizeof(int))) ==
+	    NULL || (e->ndel = calloc((size_t)PQntuples(e->r) + 1,
+	    sizeof(int))) == NULL) {
+		seterr(t->err, sizeof(t->err), "out of memory");
+		idem_test_events_free(e);
+		return -1;
+	}
+	for (i = 0; i < PQntuples(e->r); i++) {
+		if (i == 0 || strcmp(PQgetvalue(e->r, i, E_ID),
+		    PQgetvalue(e->r, i - 1, E_ID)) != 0)
+			e->first[e->n++] = i;
+		e->ndel[e->n - 1] += !PQgetisnull(e->r, i, D_STATE);
+	}
+	*ev = e;
+	return 0;
+}
+
+long
+idem_test_deliver(struct idem_test *t, long max)
+{
+	struct idem_deliver_counts	c;
+
+	t->err[0] = '\0';
+	if (idem_deliver_run(t->app, max < 0 ? 0 : max, &c) != 0) {
+		seterr(t->err, sizeof(t->err), "deliver: the database is not "
+		    "available");
+		return -1;
+	}
+	return c.delivered;
+}
+
+size_t
+idem_test_events_count(const struct idem_test_events *ev)
+{
+	return ev->n;
+}
+
+/* Column c of event i (delivery j), or NULL. */
+static const char *
+ev_value(const struct idem_test_events *ev, size_t i, size_t j, int c)
+{
+	int	row;
+
+	if (i >= ev->n || (c >= D_URL && j >= (size_t)ev->ndel[i]))
+		return NULL;
+	row = ev->first[i] + (c >= D_URL ? (int)j : 0);
+	return PQgetisnull(ev->r, row, c) ? NULL : PQgetvalue(ev->r, row, c);
+}
+
+const char *
+idem_test_event_type(const struct idem_test_events *ev, size_t i)
+{
+	return ev_value(ev, i, 0, E_TYPE);
+}
+
+const char *
+idem_test_event_id(const struct idem_test_events *ev, size_t i)
+{
+	return ev_value(ev, i, 0, E_ID);
+}
+
+const char *
+idem_test_event_body(const struct idem_test_events *ev, size_t i)
+{
+	return ev_value(ev, i, 0, E_BODY);
+}
+
+const char *
+idem_test_event_traceparent(const struct idem_test_events *ev, size_t i)
+{
+	return ev_value(ev, i, 0, E_TRACE);
+}
+
+size_t
+idem_test_event_deliveries(const struct idem_test_events *ev, size_t i)
+{
+	return i < ev->n ? (size_t)ev->ndel[i] : 0;
+}
+
+const char *
+idem_test_delivery_url(const struct idem_test_events *ev, size_t i,
+    size_t j)
+{
+	return ev_value(ev, i, j, D_URL);
+}
+
+const char *
+idem_test_delivery_state(const struct idem_test_events *ev, size_t i,
+    size_t j)
+{
+	return ev_value(ev, i, j, D_STATE);
+}
+
+int
+idem_test_delivery_attempts(const struct idem_test_events *ev, size_t i,
+    size_t j)
+{
+	const char	*v = ev_value(ev, i, j, D_ATTEMPTS);
+
+	return v != NULL ? atoi(v) : 0;
+}
+
+int
+idem_test_delivery_status(const struct idem_test_events *ev, size_t i,
+    size_t j)
+{
+	const char	*v = ev_value(ev, i, j, D_STATUS);
+
+	return v != NULL ? atoi(v) : 0;
+}
+
+void
+idem_test_events_free(struct idem_test_events *ev)
+{
+	if (ev == NULL)
+		return;
+	PQclear(ev->r);
+	free(ev->first);
+	free(ev->ndel);
+	free(ev);
 }

@@ -12,7 +12,8 @@
 CREATE OR REPLACE FUNCTION idem_outbox_take(p_limit bigint,
     p_hold_ms bigint, p_ordered boolean)
 RETURNS TABLE (id bigint, event_id text, type text, body text, url text,
-    secret text, endpoint_deleted boolean, attempts integer, age_ms bigint)
+    secret text, endpoint_deleted boolean, attempts integer, age_ms bigint,
+    traceparent text)
 LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
 DECLARE
@@ -55,6 +56,7 @@ BEGIN
 	  WHERE d.id = ANY (v_due) AND e.id = d.event AND w.id = d.endpoint
 	  RETURNING d.id, e.event_id, e.type, e.body, w.url, w.secret,
 	    w.deleted_at IS NOT NULL, d.attempts,
-	    (extract(epoch FROM clock_timestamp() - e.created_at) * 1000)::bigint;
+	    (extract(epoch FROM clock_timestamp() - e.created_at) * 1000)::bigint,
+	    e.traceparent;
 END
 $$;

@@ -52,14 +52,16 @@ Control and inspection (JSON in, JSON out):
                                   "status": ..., "amount": ...,
                                   "currency": ..., "reference": ...,
                                   "spans": [[start, end], ...],
-                                  "overlaps": o}}}
+                                  "overlaps": o, "traceparent": T}}}
                 charges: charges created (one per key at most);
                 calls: POST /charges received (any outcome);
                 spans: each call under the key, from the moment it was
                 read to the moment it ended (answered, or its client
                 gone), on CLOCK_MONOTONIC (seconds; end null while in
                 flight); overlaps: calls that began while another call
-                under the same key was in flight (O: all keys)
+                under the same key was in flight (O: all keys);
+                traceparent: the W3C traceparent header of the last
+                call under the key (null: none)
   POST /release answer every held call now (see hold); {"released": N}
   POST /reset   forget all charges and counters, mode approve
 
@@ -244,6 +246,7 @@ class Handler(BaseHTTPRequestHandler):
                 log("charge %s: begins while another call under the key "
                     "is in flight" % key)
             rec["spans"].append(span)
+            rec["traceparent"] = self.headers.get("traceparent")
         try:
             return self.charge_key(key, params, rec)
         finally:

@@ -95,9 +95,11 @@ class App:
                 break
             time.sleep(0.05)
 
-    def request(self, secret, method, uri, body=b"", key=None, timeout=20):
+    def request(self, secret, method, uri, body=b"", key=None, timeout=20,
+                headers=None):
         """Returns (status line, headers+body bytes); uri may end in a
-        query string."""
+        query string.  headers: more CGI variables
+        ({"HTTP_TRACEPARENT": ...})."""
         env = dict(os.environ)
         path, _, query = uri.partition("?")
         env.update({"REQUEST_METHOD": method, "REQUEST_URI": uri,
@@ -109,6 +111,7 @@ class App:
                     "HTTP_AUTHORIZATION": "Bearer " + secret})
         if key is not None:
             env["HTTP_IDEMPOTENCY_KEY"] = key
+        env.update(headers or {})
         try:
             p = subprocess.run(["cgi-fcgi", "-bind", "-connect", self.sock],
                                input=body, env=env, capture_output=True,

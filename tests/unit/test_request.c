@@ -55,6 +55,7 @@ test_log_escaping(void)
 	};
 	const char	*path[] = { "method", NULL };
 	const char	*rid[] = { "request_id", NULL };
+	const char	*tid[] = { "trace_id", NULL };
 	idem_req	 req;
 	struct idem_buf	 b;
 	yajl_val	 doc, v;
@@ -66,6 +67,7 @@ test_log_escaping(void)
 		memset(&b, 0, sizeof(b));
 		snprintf(req.method, sizeof(req.method), "%s", methods[i]);
 		strcpy(req.request_id, "0123456789abcdef");
+		strcpy(req.trace.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
 		req.status = 400;
 		req.outcome = IDEM_OUT_REJECTED;
 		idem_log_request_line(&req, 1234, &b);
@@ -83,6 +85,9 @@ test_log_escaping(void)
 		v = doc != NULL ? yajl_tree_get(doc, rid, yajl_t_string) : NULL;
 		TAP_STREQ(v != NULL ? YAJL_GET_STRING(v) : NULL,
 		    "0123456789abcdef", "method %zu: request_id", i);
+		v = doc != NULL ? yajl_tree_get(doc, tid, yajl_t_string) : NULL;
+		TAP_STREQ(v != NULL ? YAJL_GET_STRING(v) : NULL,
+		    "4bf92f3577b34da6a3ce929d0e0e4736", "method %zu: trace_id", i);
 		if (doc != NULL)
 			yajl_tree_free(doc);
 		idem_buf_free(&b);
