@@ -64,7 +64,7 @@ things(idem_req *req, void *arg)
 	(void)arg;
 	snprintf(url, sizeof(url), "%s/hook", idem_test_http_url(stub));
 	if (idem_req_endpoint_create(req, url, types, 1, &id, secret,
-	    sizeof(secret)) == -1 ||
+	    sizeof(secret)) != IDEM_ENDPOINT_CREATED ||
 	    idem_req_enqueue(req, "thing.done", "{\"n\":7}", 7, NULL, 0) == -1)
 		return -1;
 	return idem_resp_body(req, 201, "application/json", "{}", 2);
