@@ -389,6 +389,8 @@ struct idem_cfg {
 	long long		 wh_backoff_max_ms;	/* 1 h */
 	long long		 wh_retention_ms;	/* 7 d */
 	int			 wh_ordered;		/* off */
+	long			 wh_concurrency;	/* 8: calls in flight */
+	long long		 wh_disable_after_ms;	/* 5 d */
 	/* [metrics] */
 	char			*metrics_allow;		/* "127.0.0.1" */
 	char			*metrics_listen;	/* NULL: on the main socket */

@@ -260,6 +260,9 @@ void	idem_metrics_event(idem_app *app, const char *topic,
 	    enum idem_event_metric which);
 /* An event's commit to its endpoint's 2xx took seconds. */
 void	idem_metrics_event_latency(idem_app *app, double seconds);
+/* The dispatcher disabled an endpoint for why (an enum
+ * idem_endpoint_verdict other than IDEM_ENDPOINT_KEEP, delivery.h). */
+void	idem_metrics_endpoint_disabled(idem_app *app, int why);
 int	idem_metrics_handler(idem_req *req, void *arg);
 
 /* Outcome of a request, for logs and metrics. */
