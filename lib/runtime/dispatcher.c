@@ -33,6 +33,8 @@
 #define ERROR_PAUSE_MS	30000
 /* The longest wait on calls in flight before looking at a stop. */
 #define SETTLE_MS	250
+/* Takes in a row that others won before a deliver run ends. */
+#define RACES_MAX	100
 /* Candidates read for each slot free. */
 #define CANDIDATES_PER_SLOT	4
 
@@ -65,6 +67,7 @@ struct deliveries {
 	long			 n, busy;
 	long long		 after;		/* the tenant served last */
 	int			 unrecorded;	/* an outcome was not written */
+	int			 raced;		/* others took what was chosen */
 	struct idem_deliver_counts *counts;
 };
 
@@ -456,6 +459,7 @@ take_more(struct deliveries *d, long want)
 		want = d->n - d->busy;
 	if (want > d->app->cfg.wh_batch)
 		want = d->app->cfg.wh_batch;
+	d->raced = 0;
 	for (tries = 0; tries < 3 && n == 0 && want > 0; tries++) {
 		if ((k = choose(d, want, &ids)) > 0)
 			n = take_ids(d, ids.p);
@@ -463,6 +467,7 @@ take_more(struct deliveries *d, long want)
 		if (k <= 0)
 			return k;
 	}
+	d->raced = n == 0 && want > 0;
 	return n;
 }
 
@@ -558,7 +563,7 @@ idem_deliver_run(idem_app *app, long max, struct idem_deliver_counts *counts)
 {
 	struct deliveries	d;
 	long			n = 0, taken = 0;
-	int			again = 1, rc = IDEM_RC_OK;
+	int			again = 1, races = 0, rc = IDEM_RC_OK;
 
 	memset(counts, 0, sizeof(*counts));
 	if (deliveries_init(&d, app, counts) == -1)
@@ -574,10 +579,12 @@ idem_deliver_run(idem_app *app, long max, struct idem_deliver_counts *counts)
 			else
 				taken += n;
 		}
-		if (d.busy == 0 && n <= 0)
+		/* Due ones that other dispatchers kept taking first: others
+		 * may be due behind them (a bounded number of times). */
+		races = d.raced ? races + 1 : 0;
+		if (d.busy == 0 && n <= 0 && (!d.raced || races > RACES_MAX))
 			break;
-		again = n > 0 && d.busy == 0 ? 1 : settle(&d, SETTLE_MS *
-		    4) > 0;
+		again = d.busy == 0 ? 1 : settle(&d, SETTLE_MS * 4) > 0;
 	}
 	if (d.unrecorded)
 		rc = IDEM_RC_FAIL;
