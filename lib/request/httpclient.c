@@ -1073,9 +1073,11 @@ idem_http_batch_wait(idem_http_batch *b, long ms)
 {
 	int	running;
 
-	if (b == NULL)
+	if (b == NULL || curl_multi_perform(b->multi, &running) != CURLM_OK)
 		return;
-	curl_multi_perform(b->multi, &running);
+	/* A call that ended already: no wait before it is collected. */
+	if ((size_t)running < b->running)
+		return;
 	curl_multi_poll(b->multi, NULL, 0, ms > 0 ? (int)ms : 0, NULL);
 	curl_multi_perform(b->multi, &running);
 }

@@ -652,7 +652,9 @@ dispatcher_main(void *arg)
 				next_evict = now +
 				    app->cfg.evict_interval_ms * 1000;
 		}
-		wait_ms = (next_take - idem_now_us()) / 1000;
+		/* Every slot busy: only a call's end can change anything. */
+		wait_ms = w.busy == w.n ? SETTLE_MS :
+		    (next_take - idem_now_us()) / 1000;
 		if (wait_ms < 0)
 			wait_ms = 0;
 		if (w.busy == 0) {
