@@ -502,8 +502,8 @@ def main():
            [state(d, e) for e in rest] == ["delivered 1 200"] * 2,
            "the next run delivers them at their first attempt",
            (rcv.ids("/unrec"), [state(d, e) for e in evs], r.stdout))
-        # The called one is held until the hold its take set lapses
-        # (timeout + 6 s); made due here instead of waited.
+        # The called one is held until the hold its batch took lapses
+        # (batch x (timeout + 1 s) + 5 s); made due here instead of waited.
         ok(state(d, got[0]) == "pending 1 -", "the one whose 2xx was not "
            "recorded stays taken, its attempt counted", state(d, got[0]))
         d.sql("UPDATE idem_deliveries SET next_attempt_at = now() WHERE "

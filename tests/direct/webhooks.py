@@ -40,8 +40,8 @@ DB = "idem_webhooks"
 DEADLINE = 30 if not os.environ.get("IDEM_APP_WRAPPER") else 120
 # The dispatcher's retries, small so that the checks take seconds.  The
 # kill -9 may land while the delivery is taken for an attempt: it is then
-# due again once the take's hold lapses (timeout + 6 s), 8 s here, well
-# inside DEADLINE (16 s with the defaults).
+# due again once the batch's hold lapses (batch x (timeout + 1 s) + 5 s),
+# 8 s here, well inside DEADLINE (115 s with the defaults).
 WEBHOOKS = "[webhooks]\nallow_private = on\ninterval = 100ms\n" \
     "backoff = 100ms\nbackoff_max = 500ms\nbatch = 1\ntimeout = 2s\n"
 

@@ -79,10 +79,11 @@ TARGET = {"switchover": (3.0, "reported"), "failover": (3.0, "reported"),
 SLOWEST = 6.0
 # [webhooks] of the app instances: the receiver is on loopback (allowed
 # here only), retries come within a second, a call may take the default
-# 10 s (a call held by the receiver outlasts the election), so that a
-# delivery taken and not recorded (its primary died between the take and
-# the record) is due again once the take's hold lapses, timeout + 6 s = 16 s
-# after it (lib/runtime/dispatcher.c).
+# 10 s (a call held by the receiver outlasts the election) and a
+# dispatcher takes one delivery at a time, so that a delivery taken and not
+# recorded (its primary died between the take and the record) is due again
+# once the take's hold lapses, batch x (timeout + 1 s) + 5 s = 16 s after
+# it (lib/runtime/dispatcher.c), rather than after the default batch's 115 s.
 WEBHOOKS = ("[webhooks]\nallow_private = on\ninterval = 100ms\n"
             "backoff = 200ms\nbackoff_max = 1s\ntimeout = 10s\nbatch = 1\n")
 # Every payment's event recorded delivered within this long of Patroni's
