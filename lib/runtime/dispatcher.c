@@ -50,13 +50,24 @@ struct idem_dispatcher {
 enum { C_ID, C_EVENT, C_TYPE, C_BODY, C_URL, C_SECRET, C_DELETED,
 	C_ATTEMPTS, C_AGE, C_ENDPOINT, C_TENANT, C_DISABLED };
 
-/* A delivery taken: its call in flight, or its outcome to record. */
+/* A take's rows, shared by the slots that call them. */
+struct taken {
+	PGresult	*t;
+	int		 refs;
+};
+
+/* A slot: the delivery whose call is in flight (or whose outcome is being
+ * recorded), and the rest of its endpoint's taken with it, called one
+ * after the other. */
 struct flight {
 	idem_http	*h;		/* NULL: the slot is free */
 	long long	 id, endpoint, tenant, age_ms;
 	long		 attempts;
 	char		 event[IDEM_EVENT_ID_MAX];
 	char		 topic[IDEM_EVENT_TYPE_MAX + 1];
+	struct taken	*tk;		/* NULL: nothing queued */
+	int		*rows;		/* of tk->t, this endpoint's */
+	int		 nrows, next;	/* next: the first not called */
 };
 
 /* One dispatcher's calls in flight. */
@@ -68,6 +79,7 @@ struct deliveries {
 	long long		 after;		/* the tenant served last */
 	int			 unrecorded;	/* an outcome was not written */
 	int			 raced;		/* others took what was chosen */
+	long			 room;		/* deliveries a take may take */
 	struct idem_deliver_counts *counts;
 };
 
@@ -170,6 +182,22 @@ request_of(idem_app *app, const PGresult *t, int row, int *hopeless,
 	return h;
 }
 
+static void	launch(struct deliveries *, struct flight *);
+
+/* f's queue is done with: the take's rows freed with their last slot. */
+static void
+queue_release(struct flight *f)
+{
+	if (f->tk != NULL && --f->tk->refs == 0) {
+		PQclear(f->tk->t);
+		free(f->tk);
+	}
+	free(f->rows);
+	f->tk = NULL;
+	f->rows = NULL;
+	f->nrows = f->next = 0;
+}
+
 /* Give back what was taken and not attempted: due at once, its attempt
  * not counted.  -1 when the database failed (it is due once its hold
  * lapses). */
@@ -186,6 +214,21 @@ give_back(idem_app *app, const struct flight *f)
 	    2, vals);
 	PQclear(r);
 	return r == NULL ? -1 : 0;
+}
+
+/* Give back f's queued deliveries not called yet. */
+static void
+queue_give_back(struct deliveries *d, struct flight *f)
+{
+	struct flight	g;
+	int		db_down = 0;
+
+	while (f->tk != NULL && f->next < f->nrows) {
+		flight_of(&g, f->tk->t, f->rows[f->next++]);
+		if (!db_down && give_back(d->app, &g) == -1)
+			db_down = 1;
+	}
+	queue_release(f);
 }
 
 /* Disable f's endpoint for why: logged and counted once, by the
@@ -327,39 +370,38 @@ finished(struct deliveries *d, struct flight *f, enum idem_http_rc rc,
 	idem_http_free(f->h);
 	f->h = NULL;
 	d->busy--;
+	/* The endpoint asked for a pause (429, 503), is gone (410), or the
+	 * outcome could not be written: the rest is given back. */
+	if (status == 429 || status == 503 || status == 410 ||
+	    d->unrecorded || atomic_load(&d->app->stopping))
+		queue_give_back(d, f);
+	launch(d, f);
 }
 
-/* Start the call of row in a free slot, or record at once why it cannot
- * be made. */
+/* Start the call of f's next queued delivery; the ones that cannot be
+ * called are recorded at once.  With none left the slot is free. */
 static void
-start(struct deliveries *d, const PGresult *t, int row)
+launch(struct deliveries *d, struct flight *f)
 {
-	struct flight	 g, *f = &g;
-	char		 err[512], why[256];
-	long		 i;
-	int		 hopeless;
+	char	 err[512], why[256];
+	int	 hopeless, row;
 
-	for (i = 0; i < d->n; i++)
-		if (d->f[i].h == NULL) {
-			f = &d->f[i];
-			break;
+	while (f->tk != NULL && f->next < f->nrows) {
+		row = f->rows[f->next++];
+		flight_of(f, f->tk->t, row);
+		err[0] = why[0] = '\0';
+		if ((f->h = request_of(d->app, f->tk->t, row, &hopeless, err,
+		    sizeof(err))) == NULL) {
+			record_failed(d, f, 0, hopeless, err, -1);
+			continue;
 		}
-	flight_of(f, t, row);
-	if (f == &g) {
-		/* Never more taken than slots free; if so, not called. */
-		give_back(d->app, f);
+		d->busy++;
+		if (idem_http_batch_add(d->batch, f->h, f, why, sizeof(why)) !=
+		    IDEM_HTTP_OK)
+			finished(d, f, IDEM_HTTP_FAIL, NULL, why);
 		return;
 	}
-	err[0] = why[0] = '\0';
-	if ((f->h = request_of(d->app, t, row, &hopeless, err,
-	    sizeof(err))) == NULL) {
-		record_failed(d, f, 0, hopeless, err, -1);
-		return;
-	}
-	d->busy++;
-	if (idem_http_batch_add(d->batch, f->h, f, why, sizeof(why)) !=
-	    IDEM_HTTP_OK)
-		finished(d, f, IDEM_HTTP_FAIL, NULL, why);
+	queue_release(f);
 }
 
 /* "{1,2,3}": a bigint[] literal of n values. */
@@ -421,26 +463,80 @@ choose(struct deliveries *d, long want, struct idem_buf *ids)
 	return (long)k;
 }
 
-/* Take the deliveries ids (a bigint[] literal) and start their calls:
- * how many were taken, or -1 when the database failed. */
-static long
-take_ids(struct deliveries *d, const char *ids)
+/* Queue row of tk in the slot of its endpoint, or a free one: that
+ * slot, or NULL when none is free. */
+static struct flight *
+enqueue_row(struct deliveries *d, struct taken *tk, int row)
 {
-	char		 hold[24];
-	const char	*vals[2] = { ids, hold };
-	PGresult	*t;
-	int		 i, n;
+	long long	 ep = strtoll(PQgetvalue(tk->t, row, C_ENDPOINT), NULL,
+			    10);
+	struct flight	*f = NULL;
+	int		*r;
+	long		 i;
 
-	/* Each call starts now and takes timeout at most; then its outcome
-	 * is written. */
-	idem_fmt_int(hold, d->app->cfg.wh_timeout_ms + 6000);
-	if ((t = exec(d->app, "SELECT * FROM idem_outbox_take($1::bigint[], "
-	    "$2::bigint)", 2, vals)) == NULL)
+	for (i = 0; i < d->n && f == NULL; i++)
+		if (d->f[i].tk == tk && d->f[i].endpoint == ep)
+			f = &d->f[i];
+	for (i = 0; i < d->n && f == NULL; i++)
+		if (d->f[i].h == NULL && d->f[i].tk == NULL) {
+			f = &d->f[i];
+			f->tk = tk;
+			f->endpoint = ep;
+			tk->refs++;
+		}
+	if (f == NULL || (r = reallocarray(f->rows, (size_t)f->nrows + 1,
+	    sizeof(*r))) == NULL)
+		return NULL;
+	f->rows = r;
+	f->rows[f->nrows++] = row;
+	return f;
+}
+
+/* Take the deliveries ids (a bigint[] literal) and, unordered, more of
+ * their endpoints', and start their calls: how many were taken, or -1
+ * when the database failed. */
+static long
+take_ids(struct deliveries *d, const char *ids, long k)
+{
+	const struct idem_cfg	*c = &d->app->cfg;
+	long			 per = c->wh_ordered ? 1 : c->wh_batch;
+	char			 hold[24], pe[24];
+	const char		*vals[3] = { ids, hold, pe };
+	struct taken		*tk;
+	struct flight		 g;
+	long			 i;
+	int			 row, n;
+
+	if (d->room > 0 && per > d->room / k)
+		per = d->room / k > 1 ? d->room / k : 1;
+	/* The last of an endpoint's waits for the calls before it, each
+	 * timeout at most; then its outcome is written. */
+	idem_fmt_int(hold, per * (c->wh_timeout_ms + 1000) + 5000);
+	idem_fmt_int(pe, per);
+	if ((tk = calloc(1, sizeof(*tk))) == NULL)
 		return -1;
-	n = PQntuples(t);
-	for (i = 0; i < n; i++)
-		start(d, t, i);
-	PQclear(t);
+	if ((tk->t = exec(d->app, "SELECT * FROM idem_outbox_take("
+	    "$1::bigint[], $2::bigint, $3::integer) ORDER BY endpoint, id", 3,
+	    vals)) == NULL) {
+		free(tk);
+		return -1;
+	}
+	tk->refs = 1;	/* this function's, until every slot has its rows */
+	n = PQntuples(tk->t);
+	for (row = 0; row < n; row++)
+		if (enqueue_row(d, tk, row) == NULL) {
+			/* Never more endpoints than free slots; if so, not
+			 * called. */
+			flight_of(&g, tk->t, row);
+			give_back(d->app, &g);
+		}
+	for (i = 0; i < d->n; i++)
+		if (d->f[i].tk == tk && d->f[i].h == NULL)
+			launch(d, &d->f[i]);
+	if (--tk->refs == 0) {
+		PQclear(tk->t);
+		free(tk);
+	}
 	return n;
 }
 
@@ -457,12 +553,10 @@ take_more(struct deliveries *d, long want)
 
 	if (want <= 0 || want > d->n - d->busy)
 		want = d->n - d->busy;
-	if (want > d->app->cfg.wh_batch)
-		want = d->app->cfg.wh_batch;
 	d->raced = 0;
 	for (tries = 0; tries < 3 && n == 0 && want > 0; tries++) {
 		if ((k = choose(d, want, &ids)) > 0)
-			n = take_ids(d, ids.p);
+			n = take_ids(d, ids.p, k);
 		idem_buf_free(&ids);
 		if (k <= 0)
 			return k;
@@ -503,6 +597,7 @@ abandon(struct deliveries *d)
 		idem_http_free(f->h);
 		f->h = NULL;
 		d->busy--;
+		queue_give_back(d, f);
 	}
 }
 
@@ -573,6 +668,7 @@ idem_deliver_run(idem_app *app, long max, struct idem_deliver_counts *counts)
 	while (!atomic_load(&app->stopping)) {
 		n = 0;
 		if (again && !d.unrecorded && (max <= 0 || taken < max)) {
+			d.room = max > 0 ? max - taken : 0;
 			if ((n = take_more(&d, max > 0 ? max - taken : 0)) ==
 			    -1)
 				d.unrecorded = 1;

@@ -179,7 +179,7 @@ def ordered_take(a, tmp):
         return [r.split("|") for r in d.sql(
             "SELECT t.id, t.endpoint_deleted FROM idem_outbox_take(ARRAY("
             "SELECT id FROM idem_outbox_candidates(true, '{}', 0, %d)), "
-            "60000) t ORDER BY t.id" % limit).splitlines()]
+            "60000, 1) t ORDER BY t.id" % limit).splitlines()]
 
     got = take()
     ok([r[0] for r in got] == [ids[(0, 0)], ids[(1, 0)], ids[(3, 0)]] and
@@ -276,7 +276,7 @@ def main():
         return dict(tuple(r.split("|")) for r in d.sql(
             "SELECT id, attempts FROM idem_outbox_take(ARRAY(SELECT id FROM "
             "idem_deliveries WHERE state = 'pending' AND next_attempt_at <= "
-            "now()), 60000)")
+            "now()), 60000, 1)")
             .splitlines())
 
     e1 = endpoint("acme", "a", "payment.succeeded,refund.created")

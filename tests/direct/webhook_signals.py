@@ -119,6 +119,17 @@ def main():
         for k in ("ra3", "date", "cap", "failing", "health"):
             enqueue(r.db, r.tenant, "t." + k)
 
+        # --- health: first, before disable_after (3 s) disables it ------
+        h = ep["health"]
+        ok(wait_for(lambda: r.col(h, "failing_since IS NOT NULL AND "
+                              "last_success_at IS NULL") == "t", 10),
+           "a failure sets failing_since; last_success_at stays unset")
+        rc["health"].status = None
+        ok(wait_for(lambda: r.col(h, "failing_since IS NULL AND "
+                              "last_success_at IS NOT NULL") == "t", 10),
+           "a success sets last_success_at and clears failing_since",
+           r.col(h, "failing_since, last_success_at"))
+
         # --- 410 --------------------------------------------------------
         ok(wait_for(lambda: r.col(ep["gone"], "disabled_reason") == "gone",
                     10), "410: the endpoint is disabled, reason gone",
@@ -172,16 +183,7 @@ def main():
            "Retry-After: 3600 capped by backoff_max (4s): %s s later" %
            ("%.2f" % gap if gap is not None else "never"))
 
-        # --- health, then disable_after -----------------------------------
-        h = ep["health"]
-        ok(wait_for(lambda: r.col(h, "failing_since IS NOT NULL AND "
-                              "last_success_at IS NULL") == "t", 10),
-           "a failure sets failing_since; last_success_at stays unset")
-        rc["health"].status = None
-        ok(wait_for(lambda: r.col(h, "failing_since IS NULL AND "
-                              "last_success_at IS NOT NULL") == "t", 10),
-           "a success sets last_success_at and clears failing_since",
-           r.col(h, "failing_since, last_success_at"))
+        # --- disable_after ------------------------------------------------
         f = ep["failing"]
         ok(wait_for(lambda: r.col(f, "disabled_reason") == "failing", 15),
            "500 for longer than disable_after (3s): disabled, reason "
