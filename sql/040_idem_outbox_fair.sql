@@ -8,7 +8,9 @@
 -- found by a skip scan over the endpoints that have pending deliveries,
 -- so that a tenant's backlog does not hide another tenant's work),
 -- chooses among them itself (lib/pure/delivery.c: a tenant's share), and
--- takes the ones chosen by id (idem_outbox_take).  Without ordered, an
+-- takes the ones chosen by id (idem_outbox_take), each with up to
+-- [webhooks] batch - 1 more of its endpoint's due deliveries (unordered),
+-- called one after the other.  Without ordered, an
 -- endpoint's next due delivery is its earliest next_attempt_at: the index
 -- below gives it in one descent per endpoint.
 --

@@ -4,14 +4,17 @@
  * at most one per endpoint.  Whenever a slot is free, the due candidates
  * are read (each endpoint's next due delivery), the ones to take chosen
  * round-robin across tenants within each tenant's share
- * (lib/pure/delivery.c), and taken (FOR UPDATE SKIP LOCKED, in a statement
- * that commits before anyone is called, so no transaction is held across
- * the network and pgbouncer's transaction mode is enough).  Each is
- * POSTed, signed (Standard Webhooks), to its endpoint, and its attempt
- * recorded: delivered, again after a backoff with jitter (no sooner than
- * a 429's or 503's Retry-After), or dead; the endpoint's health with it.
- * A 410, or failing for [webhooks] disable_after, disables the endpoint.
- * Any number of dispatchers run at once, in any number of processes.  It runs on a thread of the application ([webhooks]
+ * (lib/pure/delivery.c), and taken with up to [webhooks] batch of their
+ * endpoints' deliveries, called one after the other in their slot (FOR
+ * UPDATE SKIP LOCKED, in a statement that commits before anyone is
+ * called, so no transaction is held across the network and pgbouncer's
+ * transaction mode is enough).  Each is POSTed, signed (Standard
+ * Webhooks), to its endpoint, and its attempt recorded: delivered, again
+ * after a backoff with jitter (no sooner than a 429's or 503's
+ * Retry-After), or dead; the endpoint's health with it.  A 410, or
+ * failing for [webhooks] disable_after, disables the endpoint.  Any
+ * number of dispatchers run at once, in any number of processes.  It
+ * runs on a thread of the application ([webhooks]
  * dispatcher) or once apart (PROGRAM deliver); delivered and dead events
  * are evicted after [webhooks] retention in bounded batches, every
  * [idempotency] evict_interval.
