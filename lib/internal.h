@@ -390,6 +390,8 @@ struct idem_cfg {
 	long long		 wh_retention_ms;	/* 7 d */
 	int			 wh_ordered;		/* off */
 	long			 wh_max_endpoints;	/* 16 per tenant */
+	long			 wh_concurrency;	/* 8: calls in flight */
+	long long		 wh_disable_after_ms;	/* 5 d */
 	/* [metrics] */
 	char			*metrics_allow;		/* "127.0.0.1" */
 	char			*metrics_listen;	/* NULL: on the main socket */

@@ -295,6 +295,9 @@ void	idem_metrics_event(idem_app *app, const char *topic,
 	    enum idem_event_metric which);
 /* An event's commit to its endpoint's 2xx took seconds. */
 void	idem_metrics_event_latency(idem_app *app, double seconds);
+/* The dispatcher disabled an endpoint for why (an enum
+ * idem_endpoint_verdict other than IDEM_ENDPOINT_KEEP, delivery.h). */
+void	idem_metrics_endpoint_disabled(idem_app *app, int why);
 int	idem_metrics_handler(idem_req *req, void *arg);
 
 /* Outcome of a request, for logs and metrics. */
@@ -586,6 +589,28 @@ int	idem_complete_abandoned(idem_app *app, long max, long *completed,
  * second; it then fails with IDEM_HTTP_FAIL): a stopping process's
  * dispatcher does not wait for a slow endpoint. */
 void	idem_http_cancel_on(idem_http *h, atomic_int *flag);
+
+/*
+ * httpclient.c: up to max calls in flight at once on one thread (libcurl's
+ * multi interface; its connections kept alive between calls).  _add
+ * starts h's call (h is the caller's until it is done; tag names it):
+ * IDEM_HTTP_OK, or why it was not started (err).  _wait lets the calls
+ * run for ms at most.  _done: 1 with a finished call's tag, rc and
+ * answer (as idem_http_send()'s), 0 when none has finished.  _abandon:
+ * one call still running is dropped (its connection closed) and its tag
+ * returned, NULL when none runs.
+ */
+typedef struct idem_http_batch idem_http_batch;
+idem_http_batch *idem_http_batch_new(size_t max);
+void	idem_http_batch_free(idem_http_batch *b);
+size_t	idem_http_batch_running(const idem_http_batch *b);
+enum idem_http_rc idem_http_batch_add(idem_http_batch *b, idem_http *h,
+	    void *tag, char *err, size_t errlen);
+void	idem_http_batch_wait(idem_http_batch *b, long ms);
+int	idem_http_batch_done(idem_http_batch *b, void **tag,
+	    enum idem_http_rc *rc, idem_http_resp **resp, char *err,
+	    size_t errlen);
+void	*idem_http_batch_abandon(idem_http_batch *b);
 
 /*
  * dispatcher.c: the outbox's deliveries on a thread of their own

@@ -162,6 +162,10 @@ static const struct cfg_key cfg_keys[] = {
 	{ S_WEBHOOKS, "ordered", T_BOOL, OFF(wh_ordered), 0, 0, NULL },
 	{ S_WEBHOOKS, "max_endpoints", T_LONG, OFF(wh_max_endpoints), 1,
 	    10000, NULL },
+	{ S_WEBHOOKS, "concurrency", T_LONG, OFF(wh_concurrency), 1, 64,
+	    NULL },
+	{ S_WEBHOOKS, "disable_after", T_DUR, OFF(wh_disable_after_ms), 0, 0,
+	    NULL },
 };
 #define NKEYS	(sizeof(cfg_keys) / sizeof(cfg_keys[0]))
 
@@ -288,6 +292,8 @@ idem_cfg_init(struct idem_cfg *cfg)
 	cfg->wh_backoff_max_ms = MS_HOUR;
 	cfg->wh_retention_ms = 7 * MS_DAY;
 	cfg->wh_max_endpoints = 16;
+	cfg->wh_concurrency = 8;
+	cfg->wh_disable_after_ms = 5 * MS_DAY;
 	/* Owner and group: the web server's user joins the group. */
 	cfg->socket_mode = 0660;
 	cfg->metrics_socket_mode = 0660;

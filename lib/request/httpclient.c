@@ -859,25 +859,28 @@ perform(struct curl_thread *t, idem_req *req, char *errbuf)
 	return cc;
 }
 
-enum idem_http_rc
-idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
-    char *err, size_t errlen)
-{
+/* A call's state from its options to its answer: the send of one call
+ * and each call of a batch. */
+struct http_call {
+	CURL			*easy;
+	idem_http		*h;
+	struct curl_slist	*lines;
+	idem_http_resp		*r;
+	struct guard		 g;
 	char			 errbuf[CURL_ERROR_SIZE];
-	struct curl_slist	*lines = NULL;
-	struct guard		 g = { 0, "" };
-	idem_http_resp		*r = NULL;
-	enum idem_http_rc	 rc;
-	CURLcode		 cc;
-	struct curl_thread	*t;
-	CURL			*c;
-	long long		 ms;
+	void			*tag;		/* the batch's caller's */
+};
 
-	if (resp != NULL)
-		*resp = NULL;
+/* Set c's options for h on c->easy: IDEM_HTTP_OK, or the rc and err. */
+static enum idem_http_rc
+call_prepare(struct http_call *c, idem_http *h, idem_req *req, char *err,
+    size_t errlen)
+{
+	long long	ms;
+
 	if (err != NULL && errlen > 0)
 		err[0] = '\0';
-	if (h == NULL || resp == NULL || h->failed) {
+	if (h == NULL || h->failed) {
 		idem_errf(err, errlen, "fail: the request was not built");
 		return IDEM_HTTP_FAIL;
 	}
@@ -888,33 +891,53 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 		    h->url);
 		return IDEM_HTTP_TIMEOUT;
 	}
-	if ((t = thread_handle()) == NULL || (lines = header_lines(h)) ==
-	    NULL || add_traceparent(h, req, &lines) == -1 ||
-	    (r = calloc(1, sizeof(*r))) == NULL) {
-		curl_slist_free_all(lines);
+	c->h = h;
+	c->g.refused = 0;
+	c->g.addr[0] = '\0';
+	c->errbuf[0] = '\0';
+	if ((c->lines = header_lines(h)) == NULL ||
+	    add_traceparent(h, req, &c->lines) == -1 ||
+	    (c->r = calloc(1, sizeof(*c->r))) == NULL) {
+		curl_slist_free_all(c->lines);
+		c->lines = NULL;
 		idem_errf(err, errlen, "fail: out of memory");
 		return IDEM_HTTP_FAIL;
 	}
-	c = t->easy;
-	r->max_body = h->max_body;
-	errbuf[0] = '\0';
-	if (set_options(c, h, lines, r, ms, errbuf, &g) == -1) {
-		curl_slist_free_all(lines);
-		idem_http_resp_free(r);
+	c->r->max_body = h->max_body;
+	if (set_options(c->easy, h, c->lines, c->r, ms, c->errbuf, &c->g) ==
+	    -1) {
+		curl_slist_free_all(c->lines);
+		c->lines = NULL;
+		idem_http_resp_free(c->r);
+		c->r = NULL;
 		idem_errf(err, errlen, "fail: libcurl refused an option");
 		return IDEM_HTTP_FAIL;
 	}
-	cc = perform(t, req, errbuf);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+	return IDEM_HTTP_OK;
+}
+
+/* c's transfer ended with cc: what it means, the answer in *resp (with
+ * IDEM_HTTP_OK and IDEM_HTTP_STATUS) and err. */
+static enum idem_http_rc
+call_finish(struct http_call *c, CURLcode cc, idem_http_resp **resp,
+    char *err, size_t errlen)
+{
+	idem_http		*h = c->h;
+	idem_http_resp		*r = c->r;
+	enum idem_http_rc	 rc;
+
+	c->r = NULL;
+	curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &r->status);
 	/* The handle outlives this call: nothing of it may point here. */
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
-	curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, NULL);
-	curl_easy_setopt(c, CURLOPT_PREREQDATA, NULL);
-	curl_slist_free_all(lines);
-	if (g.refused && cc != CURLE_OK) {
+	curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_setopt(c->easy, CURLOPT_ERRORBUFFER, NULL);
+	curl_easy_setopt(c->easy, CURLOPT_OPENSOCKETDATA, NULL);
+	curl_easy_setopt(c->easy, CURLOPT_PREREQDATA, NULL);
+	curl_slist_free_all(c->lines);
+	c->lines = NULL;
+	if (c->g.refused && cc != CURLE_OK) {
 		idem_errf(err, errlen, "refused: %s %s: %s is not a public address",
-		    h->method, h->url, g.addr);
+		    h->method, h->url, c->g.addr);
 		idem_http_resp_free(r);
 		return IDEM_HTTP_REFUSED;
 	}
@@ -933,8 +956,205 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 	}
 	idem_errf(err, errlen, "%s: %s %s: %s", idem_http_rc_name(rc),
 		    h->method, h->url, rc == IDEM_HTTP_TOO_LARGE ?
-		    "the answer is larger than allowed" : errbuf[0] != '\0' ?
-		    errbuf : curl_easy_strerror(cc));
+		    "the answer is larger than allowed" : c->errbuf[0] != '\0' ?
+		    c->errbuf : curl_easy_strerror(cc));
 	idem_http_resp_free(r);
 	return rc;
+}
+
+enum idem_http_rc
+idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
+    char *err, size_t errlen)
+{
+	struct http_call	 c;
+	struct curl_thread	*t = NULL;
+	enum idem_http_rc	 rc;
+	CURLcode		 cc;
+
+	if (resp != NULL)
+		*resp = NULL;
+	if (resp == NULL)
+		h = NULL;	/* refused below: nowhere to put the answer */
+	memset(&c, 0, sizeof(c));
+	if (h != NULL && !h->failed) {
+		if ((t = thread_handle()) == NULL) {
+			idem_errf(err, errlen, "fail: out of memory");
+			return IDEM_HTTP_FAIL;
+		}
+		c.easy = t->easy;
+	}
+	if ((rc = call_prepare(&c, h, req, err, errlen)) != IDEM_HTTP_OK)
+		return rc;
+	cc = perform(t, req, c.errbuf);
+	return call_finish(&c, cc, resp, err, errlen);
+}
+
+/* --- several calls at once (the dispatcher) -------------------------------- */
+
+struct idem_http_batch {
+	CURLM			*multi;
+	struct http_call	*calls;		/* [max] */
+	size_t			 max, running;
+};
+
+idem_http_batch *
+idem_http_batch_new(size_t max)
+{
+	idem_http_batch	*b;
+	size_t		 i;
+
+	if (pthread_once(&curl_once, curl_setup) != 0 || !curl_ready ||
+	    max == 0 || (b = calloc(1, sizeof(*b))) == NULL)
+		return NULL;
+	b->max = max;
+	if ((b->multi = curl_multi_init()) == NULL ||
+	    (b->calls = calloc(max, sizeof(*b->calls))) == NULL) {
+		idem_http_batch_free(b);
+		return NULL;
+	}
+	for (i = 0; i < max; i++)
+		if ((b->calls[i].easy = curl_easy_init()) == NULL) {
+			idem_http_batch_free(b);
+			return NULL;
+		}
+	return b;
+}
+
+/* Take call i off the multi handle: not running any more. */
+static void
+batch_remove(idem_http_batch *b, struct http_call *c)
+{
+	curl_multi_remove_handle(b->multi, c->easy);
+	c->h = NULL;
+	c->tag = NULL;
+	b->running--;
+}
+
+void
+idem_http_batch_free(idem_http_batch *b)
+{
+	size_t	i;
+
+	if (b == NULL)
+		return;
+	for (i = 0; b->calls != NULL && i < b->max; i++) {
+		if (b->calls[i].h != NULL)
+			batch_remove(b, &b->calls[i]);
+		curl_slist_free_all(b->calls[i].lines);
+		idem_http_resp_free(b->calls[i].r);
+		if (b->calls[i].easy != NULL)
+			curl_easy_cleanup(b->calls[i].easy);
+	}
+	free(b->calls);
+	if (b->multi != NULL)
+		curl_multi_cleanup(b->multi);
+	free(b);
+}
+
+size_t
+idem_http_batch_running(const idem_http_batch *b)
+{
+	return b != NULL ? b->running : 0;
+}
+
+enum idem_http_rc
+idem_http_batch_add(idem_http_batch *b, idem_http *h, void *tag, char *err,
+    size_t errlen)
+{
+	struct http_call	*c = NULL;
+	enum idem_http_rc	 rc;
+	size_t			 i;
+
+	for (i = 0; b != NULL && i < b->max && c == NULL; i++)
+		if (b->calls[i].h == NULL)
+			c = &b->calls[i];
+	if (c == NULL) {
+		idem_errf(err, errlen, "fail: no free call in the batch");
+		return IDEM_HTTP_FAIL;
+	}
+	curl_easy_reset(c->easy);
+	if ((rc = call_prepare(c, h, NULL, err, errlen)) != IDEM_HTTP_OK) {
+		c->h = NULL;
+		return rc;
+	}
+	if (curl_multi_add_handle(b->multi, c->easy) != CURLM_OK) {
+		curl_slist_free_all(c->lines);
+		c->lines = NULL;
+		idem_http_resp_free(c->r);
+		c->r = NULL;
+		c->h = NULL;
+		idem_errf(err, errlen, "fail: libcurl refused the call");
+		return IDEM_HTTP_FAIL;
+	}
+	c->tag = tag;
+	b->running++;
+	return IDEM_HTTP_OK;
+}
+
+void
+idem_http_batch_wait(idem_http_batch *b, long ms)
+{
+	int	running;
+
+	if (b == NULL || curl_multi_perform(b->multi, &running) != CURLM_OK)
+		return;
+	/* A call that ended already: no wait before it is collected. */
+	if ((size_t)running < b->running)
+		return;
+	curl_multi_poll(b->multi, NULL, 0, ms > 0 ? (int)ms : 0, NULL);
+	curl_multi_perform(b->multi, &running);
+}
+
+/* The call of b whose easy handle is e. */
+static struct http_call *
+batch_call(idem_http_batch *b, CURL *e)
+{
+	size_t	i;
+
+	for (i = 0; i < b->max; i++)
+		if (b->calls[i].easy == e && b->calls[i].h != NULL)
+			return &b->calls[i];
+	return NULL;
+}
+
+int
+idem_http_batch_done(idem_http_batch *b, void **tag, enum idem_http_rc *rc,
+    idem_http_resp **resp, char *err, size_t errlen)
+{
+	struct http_call	*c;
+	CURLMsg			*m;
+	int			 queued;
+
+	*resp = NULL;
+	while (b != NULL && (m = curl_multi_info_read(b->multi, &queued)) !=
+	    NULL) {
+		if (m->msg != CURLMSG_DONE ||
+		    (c = batch_call(b, m->easy_handle)) == NULL)
+			continue;
+		*tag = c->tag;
+		*rc = call_finish(c, m->data.result, resp, err, errlen);
+		batch_remove(b, c);
+		return 1;
+	}
+	return 0;
+}
+
+void *
+idem_http_batch_abandon(idem_http_batch *b)
+{
+	void	*tag;
+	size_t	 i;
+
+	for (i = 0; b != NULL && i < b->max; i++) {
+		if (b->calls[i].h == NULL)
+			continue;
+		tag = b->calls[i].tag;
+		curl_slist_free_all(b->calls[i].lines);
+		b->calls[i].lines = NULL;
+		idem_http_resp_free(b->calls[i].r);
+		b->calls[i].r = NULL;
+		batch_remove(b, &b->calls[i]);
+		return tag;
+	}
+	return NULL;
 }

@@ -23,6 +23,7 @@
 #include "outbox.h"
 #include "peer.h"
 #include "accept.h"
+#include "delivery.h"
 
 /* Requests: sub-millisecond to seconds. */
 static const double req_bounds[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01,
@@ -75,6 +76,8 @@ struct idem_metrics {
 	atomic_ullong	 fds_freed;	/* idem_metrics_fd_freed() calls */
 	struct hist	 event_latency;
 	atomic_ullong	 events_evicted;
+	/* Endpoints disabled, by enum idem_endpoint_verdict. */
+	atomic_ullong	 disabled[IDEM_ENDPOINT_FAILING + 1];
 	atomic_ullong	 bodies_refused;	/* over [server] max_buffered */
 	pthread_mutex_t	 topics_mu;	/* adding one; counting is atomic */
 	atomic_size_t	 ntopics;
@@ -237,6 +240,14 @@ idem_metrics_event_latency(idem_app *app, double seconds)
 {
 	if (app->metrics != NULL)
 		hist_add(&app->metrics->event_latency, seconds);
+}
+
+void
+idem_metrics_endpoint_disabled(idem_app *app, int why)
+{
+	if (app->metrics != NULL && why > IDEM_ENDPOINT_KEEP &&
+	    why <= IDEM_ENDPOINT_FAILING)
+		atomic_fetch_add(&app->metrics->disabled[why], 1);
 }
 
 /* The topic counters of one kind, "other" last when it counted any. */
@@ -453,6 +464,15 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	    "# TYPE idem_events_evicted_total counter\n"
 	    "idem_events_evicted_total %llu\n",
 	    atomic_load(&m->events_evicted));
+	idem_buf_addf(b, "# HELP idem_webhook_endpoints_disabled_total Webhook "
+	    "endpoints this process's dispatcher disabled, by reason (gone: "
+	    "a 410 answer; failing: every attempt failed for [webhooks] "
+	    "disable_after).\n"
+	    "# TYPE idem_webhook_endpoints_disabled_total counter\n"
+	    "idem_webhook_endpoints_disabled_total{reason=\"gone\"} %llu\n"
+	    "idem_webhook_endpoints_disabled_total{reason=\"failing\"} %llu\n",
+	    atomic_load(&m->disabled[IDEM_ENDPOINT_GONE]),
+	    atomic_load(&m->disabled[IDEM_ENDPOINT_FAILING]));
 
 	/* Index-backed (sql/006): the cost does not grow with the table. */
 	if (db != NULL)

@@ -149,7 +149,8 @@ def delivery_of(d, eid, ep=None):
 
 
 def ordered_take(a, tmp):
-    """idem_outbox_take with ordered on (sql/014), in a database of its
+    """idem_outbox_candidates with ordered on (sql/014, sql/040), and
+    idem_outbox_take of what it gives, in a database of its
     own so that no other delivery is pending: each endpoint's first
     pending delivery only, in schedule order; none of an endpoint whose
     first is in flight or waiting for a retry; a deleted endpoint's too
@@ -174,9 +175,11 @@ def ordered_take(a, tmp):
           "id = %s" % eps[3])
 
     def take(limit=10):
+        """A dispatcher's take: the candidates, all of them taken."""
         return [r.split("|") for r in d.sql(
-            "SELECT id, endpoint_deleted FROM idem_outbox_take(%d, 60000, "
-            "true)" % limit).splitlines()]
+            "SELECT t.id, t.endpoint_deleted FROM idem_outbox_take(ARRAY("
+            "SELECT id FROM idem_outbox_candidates(true, '{}', 0, %d)), "
+            "60000, 1) t ORDER BY t.id" % limit).splitlines()]
 
     got = take()
     ok([r[0] for r in got] == [ids[(0, 0)], ids[(1, 0)], ids[(3, 0)]] and
@@ -271,7 +274,9 @@ def main():
     def take_all():
         """A dispatcher's take: every due delivery, one attempt each."""
         return dict(tuple(r.split("|")) for r in d.sql(
-            "SELECT id, attempts FROM idem_outbox_take(1000, 60000, false)")
+            "SELECT id, attempts FROM idem_outbox_take(ARRAY(SELECT id FROM "
+            "idem_deliveries WHERE state = 'pending' AND next_attempt_at <= "
+            "now()), 60000, 1)")
             .splitlines())
 
     e1 = endpoint("acme", "a", "payment.succeeded,refund.created")

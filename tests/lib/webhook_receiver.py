@@ -10,6 +10,7 @@ signature check), and answers as told:
     r = Receiver()
     r.fail_first = True      # 500 to the first attempt of each webhook-id
     r.status = 503           # this status to everything (None: 204)
+    r.headers = {"Retry-After": "3"}   # headers sent with every answer
     r.hold()                 # arriving deliveries wait (r.waiting counts
     r.release()              # them) until release(), then are answered
     r.hold(first_only=True)  # only a webhook-id's first arrival waits:
@@ -102,6 +103,7 @@ class Receiver:
     def __init__(self, port=0):
         self.port = port
         self.status = None          # None: 204 (or fail_first's 500)
+        self.headers = {}           # more headers of every answer
         self.fail_first = False
         self.deliveries = []
         self.applied = {}           # webhook-id -> 1 once applied
@@ -167,6 +169,8 @@ class Receiver:
                     if 200 <= status < 300 and wid not in rcv.applied:
                         rcv.applied[wid] = 1
                 self.send_response(status)
+                for k, v in rcv.headers.items():
+                    self.send_header(k, v)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 

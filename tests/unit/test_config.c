@@ -1159,6 +1159,26 @@ test_webhooks(void)
 	    "backoff_max must be at least backoff");
 	BAD("[webhooks]\nbackoff = 2h\n", 2,
 	    "backoff_max must be at least backoff");
+	/* Fair delivery and receivers' signals (issue 36). */
+	GOOD("[webhooks]\n");
+	TAP_OK(cfg.wh_concurrency == 8 && cfg.wh_disable_after_ms ==
+	    432000000LL, "[webhooks] defaults: concurrency 8, "
+	    "disable_after 5d");
+	GOOD("[webhooks]\nconcurrency = 1\ndisable_after = 3s\n");
+	TAP_OK(cfg.wh_concurrency == 1 && cfg.wh_disable_after_ms == 3000,
+	    "concurrency 1, disable_after 3s");
+	GOOD("[webhooks]\nconcurrency = 64\n");
+	TAP_OK(cfg.wh_concurrency == 64, "concurrency 64 (the most)");
+	BAD("[webhooks]\nconcurrency = 0\n", 2,
+	    "concurrency must be an integer from 1");
+	BAD("[webhooks]\nconcurrency = 65\n", 2,
+	    "concurrency must be an integer");
+	BAD("[webhooks]\nconcurrency = eight\n", 2,
+	    "concurrency must be an integer");
+	BAD("[webhooks]\ndisable_after = 0\n", 2,
+	    "disable_after must be a duration");
+	BAD("[webhooks]\ndisable_after = 5 days\n", 2,
+	    "disable_after must be a duration");
 }
 
 /* [webhooks] max_endpoints: the tenant's bound, 16 by default, 1 to
