@@ -15,6 +15,8 @@
  *                                         transfer.settled, answer 201
  *   GET  /v1/transfers   ?limit=1..100&starting_after=ID, newest first
  *   GET  /healthz        public
+ *   /v1/webhook_endpoints the library's (idem_app_webhook_routes(3)):
+ *                        where transfer.settled is delivered, signed
  *
  * The fraud check: POST fraud_url {"from", "to", "amount"} with the
  * request's derived key as Idempotency-Key, within [ledger] fraud_timeout
@@ -48,6 +50,17 @@ static const struct idem_body transfer = { (const struct idem_member[]){
 	{ .name = "expect_balance", .type = IDEM_T_INTEGER, .max =
 	  IDEM_INT_EXACT_MAX, .doc = "the source's balance the client saw; "
 	  "another is 409 transfer-conflict" },
+	{ .name = NULL } }, 0, NULL, 0, 0 };
+
+/* A transfer as answered and as transfer.settled's data. */
+static const struct idem_body transfer_view = { (const struct idem_member[]){
+	{ .name = "id", .type = IDEM_T_INTEGER, .flags = IDEM_REQUIRED },
+	{ .name = "object", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED },
+	{ .name = "from", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED },
+	{ .name = "to", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED },
+	{ .name = "amount", .type = IDEM_T_INTEGER, .flags = IDEM_REQUIRED },
+	{ .name = "memo", .type = IDEM_T_STRING },
+	{ .name = "status", .type = IDEM_T_STRING, .flags = IDEM_REQUIRED },
 	{ .name = NULL } }, 0, NULL, 0, 0 };
 
 /* The problem types of a refused transfer (idem_app_problem() below). */
@@ -320,6 +333,11 @@ ledger_app(void)
 	idem_app_route_query(app, "GET", "/v1/transfers", list_params);
 	idem_app_route(app, "GET", "/healthz", IDEM_ROUTE_PUBLIC, healthz,
 	    NULL);
+	/* The event settle() enqueues, and the library's routes where a
+	 * tenant subscribes to it (POST /v1/webhook_endpoints, ...). */
+	idem_app_webhook(app, "transfer.settled", "A transfer was settled",
+	    &transfer_view);
+	idem_app_webhook_routes(app, NULL);
 	/* The first refusal, if any, says which call and why. */
 	if (idem_app_error(app)[0] != '\0') {
 		fprintf(stderr, "ledger: %s\n", idem_app_error(app));

@@ -5,7 +5,9 @@
  * application's log lines in a file this test reads (idem_test_log_file).
  * The fraud service ([ledger] fraud_url) is libidem_test's HTTP stub
  * (idem_test_http(3)): it allows, unless told to refuse or drop a call;
- * the events the transfers enqueued are read with idem_test_events(3).
+ * the events the transfers enqueued are read with idem_test_events(3),
+ * and delivered (idem_test_deliver) to a second stub, the endpoint the
+ * tenant subscribed through the library's POST /v1/webhook_endpoints.
  *
  * Build: make test (cc -DLEDGER_NO_MAIN ledger.c ledger_test.c with
  *        pkg-config idem-test)
@@ -24,7 +26,7 @@
 idem_app	*ledger_app(void);	/* ledger.c */
 
 static struct idem_test		*t;
-static struct idem_test_http	*fraud;
+static struct idem_test_http	*fraud, *hooks;
 static PGconn			*db;
 static int			 n, failed;
 
@@ -115,8 +117,9 @@ config_with_fraud(const char *config, const char *url)
 				fputs(buf, out);
 		fclose(in);
 	}
-	fprintf(out, "\n[ledger]\nfraud_url = %s/check\nfraud_timeout = 2s\n",
-	    url);
+	/* allow_private: the webhook endpoint is a stub on 127.0.0.1. */
+	fprintf(out, "\n[ledger]\nfraud_url = %s/check\nfraud_timeout = 2s\n"
+	    "\n[webhooks]\nallow_private = on\n", url);
 	return fclose(out) == 0 ? path : NULL;
 }
 
@@ -237,7 +240,10 @@ setup(const char *given, FILE **logf, idem_app **app)
 	    idem_test_http_default(fraud, &(struct idem_test_http_answer){
 	    .status = 200, .headers = json_type, .body = "{\"allow\":true}" })
 	    == -1 || (config = config_with_fraud(given,
-	    idem_test_http_url(fraud))) == NULL) {
+	    idem_test_http_url(fraud))) == NULL ||
+	    (hooks = idem_test_http_new(err, sizeof(err))) == NULL ||
+	    idem_test_http_default(hooks, &(struct idem_test_http_answer){
+	    .status = 204 }) == -1) {
 		printf("Bail out! the fraud service or the config\n");
 		return NULL;
 	}
@@ -369,13 +375,57 @@ check_fraud(void)
 	idem_test_response_free(a);
 }
 
+/* The tenant subscribes the hooks stub to transfer.settled. */
+static void
+subscribe(void)
+{
+	struct idem_test_resp	*r;
+	char			 body[256];
+	const char		*hdr[] = { "Idempotency-Key: hooks-1", NULL };
+
+	snprintf(body, sizeof(body), "{\"url\": \"%s/hook\", \"events\": "
+	    "[\"transfer.settled\"]}", idem_test_http_url(hooks));
+	if (idem_test_request(t, "POST", "/v1/webhook_endpoints", hdr, body,
+	    &r) == -1) {
+		printf("Bail out! %s\n", idem_test_error(t));
+		exit(1);
+	}
+	ok(idem_test_status(r) == 201 && strstr(idem_test_body(r, NULL),
+	    "\"secret\":\"whsec_") != NULL, "POST /v1/webhook_endpoints "
+	    "(the library's route) -> 201 with the endpoint's secret");
+	idem_test_response_free(r);
+}
+
+/* The two events delivered to the endpoint: their ids, their trace. */
+static void
+check_deliveries(struct idem_test_events *ev)
+{
+	const char	*id, *tp, *sig;
+	size_t		 i;
+	int		 good = 1;
+
+	ok(idem_test_deliver(t, 10) == 2 && idem_test_http_count(hooks) == 2,
+	    "the dispatcher's pass delivers both to the endpoint (204)");
+	for (i = 0; i < 2; i++) {
+		id = idem_test_http_header(hooks, i, "webhook-id");
+		tp = idem_test_http_header(hooks, i, "traceparent");
+		sig = idem_test_http_header(hooks, i, "webhook-signature");
+		good = good && id != NULL && sig != NULL && tp != NULL &&
+		    strcmp(idem_test_http_path(hooks, i), "/hook") == 0 &&
+		    strcmp(id, idem_test_event_id(ev, i)) == 0 &&
+		    strncmp(tp, "00-" TRACE "-", 36) == 0;
+	}
+	ok(good, "... signed, each under its event's id, in the transfer's "
+	    "trace");
+}
+
 static void
 check_outbox(void)
 {
 	struct idem_test_events	*ev;
 
 	/* The outbox: one transfer.settled per settled transfer, in the
-	 * transfer's trace; no endpoint, so no delivery. */
+	 * transfer's trace, a delivery each to the subscribed endpoint. */
 	if (idem_test_events(t, &ev) == -1) {
 		printf("Bail out! %s\n", idem_test_error(t));
 		exit(1);
@@ -384,12 +434,14 @@ check_outbox(void)
 	    strcmp(idem_test_event_type(ev, 0), "transfer.settled") == 0 &&
 	    strcmp(idem_test_event_type(ev, 1), "transfer.settled") == 0 &&
 	    strstr(idem_test_event_body(ev, 1), "\"status\":\"settled\"") !=
-	    NULL && idem_test_event_deliveries(ev, 0) == 0,
+	    NULL && idem_test_event_deliveries(ev, 0) == 1 &&
+	    idem_test_event_deliveries(ev, 1) == 1,
 	    "two settled transfers enqueued a transfer.settled each, with "
 	    "the transfer as data");
 	ok(idem_test_event_traceparent(ev, 0) != NULL &&
 	    strncmp(idem_test_event_traceparent(ev, 0), "00-" TRACE "-", 36) ==
 	    0, "... each stored with the transfer's trace");
+	check_deliveries(ev);
 	idem_test_events_free(ev);
 }
 
@@ -451,6 +503,7 @@ main(int argc, char *argv[])
 
 	if ((config = setup(argc > 1 ? argv[1] : NULL, &logf, &app)) == NULL)
 		return 1;
+	subscribe();
 	check_transfers();
 	check_fraud();
 	check_outbox();
@@ -461,6 +514,7 @@ main(int argc, char *argv[])
 	idem_test_free(t);
 	idem_app_free(app);
 	idem_test_http_free(fraud);
+	idem_test_http_free(hooks);
 	unlink(config);
 	printf("1..%d\n", n);
 	return failed == 0 ? 0 : 1;
