@@ -15,6 +15,7 @@
 
 #include "private.h"
 #include "backoff.h"
+#include "service.h"
 
 /* Abandoned keys one janitor run completes at most. */
 #define COMPLETE_BATCH	10
@@ -120,13 +121,8 @@ janitor_main(void *arg)
 
 	for (;;) {
 		idem_deadline(CLOCK_REALTIME, wait_ms, &next);
-		pthread_mutex_lock(&j->mu);
-		while (!j->stop && pthread_cond_timedwait(&j->cv, &j->mu,
-		    &next) != ETIMEDOUT)
-			continue;
-		rc = j->stop;
-		pthread_mutex_unlock(&j->mu);
-		if (rc)
+		if (idem_service_wait(IDEM_SERVICE_OF(j, CLOCK_REALTIME),
+		    &next))
 			break;
 		t0 = idem_now_us();
 		rc = run_once(app, j->duty);
@@ -136,10 +132,7 @@ janitor_main(void *arg)
 		wait_ms = rc == 2 ? BACKLOG_PAUSE_MS :
 		    app->cfg.evict_interval_ms;
 	}
-	pthread_mutex_lock(&j->mu);
-	j->done = 1;
-	pthread_cond_broadcast(&j->cv);
-	pthread_mutex_unlock(&j->mu);
+	idem_service_exit(IDEM_SERVICE_OF(j, CLOCK_REALTIME));
 	return NULL;
 }
 
@@ -150,14 +143,11 @@ idem_janitor_start(idem_app *app)
 
 	if ((j = calloc(1, sizeof(*j))) == NULL)
 		return -1;
-	pthread_mutex_init(&j->mu, NULL);
-	pthread_cond_init(&j->cv, NULL);
 	j->duty = IDEM_EVICT_DUTY_MIN;
 	app->janitor = j;
-	if (pthread_create(&j->th, NULL, janitor_main, app) != 0) {
+	if (idem_service_start(IDEM_SERVICE_OF(j, CLOCK_REALTIME), janitor_main,
+	    app) == -1) {
 		app->janitor = NULL;
-		pthread_mutex_destroy(&j->mu);
-		pthread_cond_destroy(&j->cv);
 		free(j);
 		return -1;
 	}
@@ -168,27 +158,16 @@ int
 idem_janitor_stop(idem_app *app, const struct timespec *deadline)
 {
 	struct idem_janitor	*j = app->janitor;
-	int			 done;
 
 	if (j == NULL)
 		return 0;
-	pthread_mutex_lock(&j->mu);
-	j->stop = 1;
-	pthread_cond_broadcast(&j->cv);
-	while (!j->done && pthread_cond_timedwait(&j->cv, &j->mu, deadline)
-	    != ETIMEDOUT)
-		continue;
-	done = j->done;
-	pthread_mutex_unlock(&j->mu);
-	if (!done) {
+	if (idem_service_stop(IDEM_SERVICE_OF(j, CLOCK_REALTIME), deadline) ==
+	    -1) {
 		/* Still in a batch or a completion: leave it to the exit. */
 		idem_log(IDEM_LOG_WARN, "janitor: still running at the drain "
 		    "deadline");
 		return -1;
 	}
-	pthread_join(j->th, NULL);
-	pthread_mutex_destroy(&j->mu);
-	pthread_cond_destroy(&j->cv);
 	free(j);
 	app->janitor = NULL;
 	return 0;
