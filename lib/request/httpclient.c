@@ -719,6 +719,47 @@ on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
 	return flag != NULL && atomic_load(flag) ? 1 : 0;
 }
 
+/* The method, and the body when there is one; non-zero: refused. */
+static int
+set_method(CURL *c, const idem_http *h)
+{
+	int	bad = 0;
+
+	if (h->has_body) {
+		bad |= curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
+		    (curl_off_t)h->body_len) != CURLE_OK;
+		bad |= curl_easy_setopt(c, CURLOPT_POSTFIELDS, h->body) !=
+		    CURLE_OK;
+	} else if (strcmp(h->method, "HEAD") == 0)
+		bad |= curl_easy_setopt(c, CURLOPT_NOBODY, 1L) != CURLE_OK;
+	else
+		bad |= curl_easy_setopt(c, CURLOPT_HTTPGET, 1L) != CURLE_OK;
+	if (strcmp(h->method, h->has_body ? "POST" : "GET") != 0 &&
+	    strcmp(h->method, "HEAD") != 0)
+		bad |= curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, h->method) !=
+		    CURLE_OK;
+	return bad;
+}
+
+/* Only public addresses, checked by g where the connection is made;
+ * non-zero: refused. */
+static int
+set_guard(CURL *c, struct guard *g)
+{
+	int	bad = 0;
+
+	bad |= curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION,
+	    guard_open) != CURLE_OK;
+	bad |= curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, g) != CURLE_OK;
+	bad |= curl_easy_setopt(c, CURLOPT_PREREQFUNCTION,
+	    guard_prereq) != CURLE_OK;
+	bad |= curl_easy_setopt(c, CURLOPT_PREREQDATA, g) != CURLE_OK;
+	/* A proxy would resolve and connect in our place, unchecked
+	 * (and an environment's http_proxy may well be local). */
+	bad |= curl_easy_setopt(c, CURLOPT_PROXY, "") != CURLE_OK;
+	return bad;
+}
+
 static int
 set_options(CURL *c, const idem_http *h, struct curl_slist *lines,
     idem_http_resp *r, long long ms, char *errbuf, struct guard *g)
@@ -741,18 +782,8 @@ set_options(CURL *c, const idem_http *h, struct curl_slist *lines,
 	/* Never followed: a redirect would be a call to another address
 	 * than the one checked, with the body sent again. */
 	bad |= curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK;
-	if (!h->allow_private) {
-		bad |= curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION,
-		    guard_open) != CURLE_OK;
-		bad |= curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, g) !=
-		    CURLE_OK;
-		bad |= curl_easy_setopt(c, CURLOPT_PREREQFUNCTION,
-		    guard_prereq) != CURLE_OK;
-		bad |= curl_easy_setopt(c, CURLOPT_PREREQDATA, g) != CURLE_OK;
-		/* A proxy would resolve and connect in our place, unchecked
-		 * (and an environment's http_proxy may well be local). */
-		bad |= curl_easy_setopt(c, CURLOPT_PROXY, "") != CURLE_OK;
-	}
+	if (!h->allow_private)
+		bad |= set_guard(c, g);
 	bad |= curl_easy_setopt(c, CURLOPT_USERAGENT, "idem/" IDEM_VERSION) !=
 	    CURLE_OK;
 	bad |= curl_easy_setopt(c, CURLOPT_HTTPHEADER, lines) != CURLE_OK;
@@ -771,19 +802,7 @@ set_options(CURL *c, const idem_http *h, struct curl_slist *lines,
 	    CURLE_OK;
 	bad |= curl_easy_setopt(c, CURLOPT_XFERINFODATA, h->cancel) !=
 	    CURLE_OK;
-	if (h->has_body) {
-		bad |= curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
-		    (curl_off_t)h->body_len) != CURLE_OK;
-		bad |= curl_easy_setopt(c, CURLOPT_POSTFIELDS, h->body) !=
-		    CURLE_OK;
-	} else if (strcmp(h->method, "HEAD") == 0)
-		bad |= curl_easy_setopt(c, CURLOPT_NOBODY, 1L) != CURLE_OK;
-	else
-		bad |= curl_easy_setopt(c, CURLOPT_HTTPGET, 1L) != CURLE_OK;
-	if (strcmp(h->method, h->has_body ? "POST" : "GET") != 0 &&
-	    strcmp(h->method, "HEAD") != 0)
-		bad |= curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, h->method) !=
-		    CURLE_OK;
+	bad |= set_method(c, h);
 	return bad ? -1 : 0;
 }
 
@@ -837,6 +856,35 @@ perform(struct curl_thread *t, idem_req *req, char *errbuf)
 	return cc;
 }
 
+/* What a transfer that ended with cc and r gave: r handed to *resp, or
+ * freed with err set. */
+static enum idem_http_rc
+send_outcome(const idem_http *h, idem_http_resp *r, CURLcode cc,
+    const char *errbuf, idem_http_resp **resp, char *err, size_t errlen)
+{
+	enum idem_http_rc	 rc;
+
+	rc = idem_http_classify((int)cc, r->too_large, r->status);
+	if (rc == IDEM_HTTP_OK || rc == IDEM_HTTP_STATUS) {
+		if (idem_buf_nul(&r->body) == -1) {
+			idem_http_resp_free(r);
+			idem_errf(err, errlen, "fail: out of memory");
+			return IDEM_HTTP_FAIL;
+		}
+		if (rc == IDEM_HTTP_STATUS)
+			idem_errf(err, errlen, "status: %s %s answered %ld",
+			    h->method, h->url, r->status);
+		*resp = r;
+		return rc;
+	}
+	idem_errf(err, errlen, "%s: %s %s: %s", idem_http_rc_name(rc),
+		    h->method, h->url, rc == IDEM_HTTP_TOO_LARGE ?
+		    "the answer is larger than allowed" : errbuf[0] != '\0' ?
+		    errbuf : curl_easy_strerror(cc));
+	idem_http_resp_free(r);
+	return rc;
+}
+
 enum idem_http_rc
 idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
     char *err, size_t errlen)
@@ -845,7 +893,6 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 	struct curl_slist	*lines = NULL;
 	struct guard		 g = { 0, "" };
 	idem_http_resp		*r = NULL;
-	enum idem_http_rc	 rc;
 	CURLcode		 cc;
 	struct curl_thread	*t;
 	CURL			*c;
@@ -895,23 +942,5 @@ idem_http_send(idem_http *h, idem_req *req, idem_http_resp **resp,
 		idem_http_resp_free(r);
 		return IDEM_HTTP_REFUSED;
 	}
-	rc = idem_http_classify((int)cc, r->too_large, r->status);
-	if (rc == IDEM_HTTP_OK || rc == IDEM_HTTP_STATUS) {
-		if (idem_buf_nul(&r->body) == -1) {
-			idem_http_resp_free(r);
-			idem_errf(err, errlen, "fail: out of memory");
-			return IDEM_HTTP_FAIL;
-		}
-		if (rc == IDEM_HTTP_STATUS)
-			idem_errf(err, errlen, "status: %s %s answered %ld",
-			    h->method, h->url, r->status);
-		*resp = r;
-		return rc;
-	}
-	idem_errf(err, errlen, "%s: %s %s: %s", idem_http_rc_name(rc),
-		    h->method, h->url, rc == IDEM_HTTP_TOO_LARGE ?
-		    "the answer is larger than allowed" : errbuf[0] != '\0' ?
-		    errbuf : curl_easy_strerror(cc));
-	idem_http_resp_free(r);
-	return rc;
+	return send_outcome(h, r, cc, errbuf, resp, err, errlen);
 }
