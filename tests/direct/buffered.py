@@ -20,16 +20,14 @@ import re
 import socket
 import struct
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
 from direct import run_args, run_main  # noqa: E402
-from direct import (App, api_key, done, instrumented, check,  # noqa: E402
-                    wait_for, write_conf)
-from slowpeers import (BODY, connect_unix, params, record,  # noqa: E402
-                       rss_kib, timed)
+from direct import done, instrumented, check, wait_for  # noqa: E402
+from slowpeers import (connect_unix, params, record,  # noqa: E402
+                       rss_kib, timed, warm_app)
 import httpc  # noqa: E402  (tests/integration, on the path via direct)
 
 THREADS = 4
@@ -91,26 +89,9 @@ def answer_of(s):
 
 def main():
     a = run_args()
-    tmp = tempfile.mkdtemp(prefix="idem-buffered.")
-    conf = os.path.join(tmp, "app.ini")
-    write_conf(conf, a.pghost, a.pgport,
-               "[server]\nthreads = %d\nread_timeout = %ds\n"
-               % (THREADS, READ_TIMEOUT))
-    secret = api_key(a.builddir, a.srcdir, conf, "buffered-%d" % os.getpid())
-    sock = os.path.join(tmp, "app.sock")
-    app = App(a.builddir, conf, sock, os.path.join(tmp, "app.log"))
+    tmp, sock, secret, app, create = warm_app(a, "buffered", "bf", THREADS,
+                                              READ_TIMEOUT)
     pid = app.proc.pid
-    n_key = [0]
-
-    def create():
-        n_key[0] += 1
-        return timed(sock, params("POST", "/v1/payments", secret, len(BODY),
-                                  "bf-%d-%d" % (os.getpid(), n_key[0])),
-                     BODY)
-
-    for _ in range(3):
-        timed(sock, params("GET", "/healthz"))
-        create()
     refused0 = metric(sock, "idem_bodies_refused_total")
     rss0 = rss_kib(pid)
 

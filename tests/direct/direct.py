@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -80,6 +81,19 @@ def missing(name, why):
     sys.stdout.flush()
 
 
+def remove_tmp(tmp, db=None):
+    """A program's temporary directory removed, unless IDEM_KEEP_TMP=1
+    (then named); db (a Db): its database dropped first."""
+    if db is not None:
+        db.sql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % db.name,
+               db="postgres")
+    if os.environ.get("IDEM_KEEP_TMP") != "1":
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        print("# kept %s" % tmp)
+
+
 def run_args():
     """The arguments tests/run gives every program here."""
     ap = argparse.ArgumentParser()
@@ -150,6 +164,18 @@ class App:
         self.log.flush()
         with open(self.log.name) as f:
             return [json.loads(line) for line in f if line.startswith("{")]
+
+    def terminate(self, timeout):
+        """SIGTERM: (its exit status, None when it had to be killed after
+        timeout seconds; how long it took)."""
+        t0 = time.time()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = None
+        return rc, time.time() - t0
 
     def stop(self):
         self.proc.terminate()

@@ -11,13 +11,12 @@ Its own database in the suite's cluster.  Prints TAP.  Usage:
 """
 
 import os
-import shutil
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_args, run_main  # noqa: E402
+from direct import remove_tmp, run_args, run_main  # noqa: E402
 from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
                     gauge, check, scrape, wait_for, write)
 
@@ -166,9 +165,7 @@ def main():
             app.stop()
             hold.release()
     finally:
-        d.sql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % name, db="postgres")
-        if not os.environ.get("IDEM_KEEP_TMP"):
-            shutil.rmtree(tmp, ignore_errors=True)
+        remove_tmp(tmp, d)
     return done()
 
 

@@ -20,7 +20,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_args, run_main  # noqa: E402
+from direct import remove_tmp, run_args, run_main  # noqa: E402
 from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
                     missing, check, wait_for, write)
 
@@ -201,8 +201,7 @@ def main():
         alerts = promtool_checks(a.srcdir)
         end_to_end(a, tmp, alerts)
     finally:
-        if not os.environ.get("IDEM_KEEP_TMP"):
-            shutil.rmtree(tmp, ignore_errors=True)
+        remove_tmp(tmp)
     return done()
 
 

@@ -123,14 +123,7 @@ def undrained(a, conf, tmp, tenant, secret):
             "wait_event = 'PgSleep'") != "0",
             30)
         check.expect(busy, "undrained: the handler is inside its slow INSERT")
-        t0 = time.time()
-        app.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = app.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            app.proc.kill()
-            rc = None
-        took = time.time() - t0
+        rc, took = app.terminate(15)
         # 3 is IDEM_EXIT_UNDRAINED (lib/idem.h); the drain's deadline is
         # 4.5 s, the product's target 5 s (docs/operations.md); 8 s leaves
         # a loaded machine room to be scheduled after the deadline.

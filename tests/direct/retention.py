@@ -15,7 +15,6 @@ import email.utils
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_args, run_main  # noqa: E402
+from direct import remove_tmp, run_args, run_main  # noqa: E402
 from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
                     gauge, check, scrape, wait_for, write)
 
@@ -216,14 +215,7 @@ def drain_with_backlog(a, tmp, d, tenant):
         return int(d.sql("SELECT count(*) FROM idempotency_keys WHERE key "
                          "LIKE 'backlog-%'")) < BACKLOG
     check.expect(wait_for(evicting, 20, step=0.01), "the janitor works on the backlog")
-    t0 = time.time()
-    app.proc.send_signal(signal.SIGTERM)
-    try:
-        rc = app.proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        app.proc.kill()
-        rc = None
-    took = time.time() - t0
+    rc, took = app.terminate(30)
     left = int(d.sql("SELECT count(*) FROM idempotency_keys WHERE key LIKE "
                      "'backlog-%'"))
     check.expect(rc == 0 and took < DRAIN_S, "SIGTERM during a backlog: exit 0 in "
@@ -308,9 +300,7 @@ def main():
         drain_with_backlog(a, tmp, d, tenant)
         paced_backlog_leaves_pool(a, tmp, d)
     finally:
-        d.sql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % name, db="postgres")
-        if not os.environ.get("IDEM_KEEP_TMP"):
-            shutil.rmtree(tmp, ignore_errors=True)
+        remove_tmp(tmp, d)
     return done()
 
 

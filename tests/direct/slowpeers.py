@@ -120,29 +120,40 @@ def rejected(sock):
     return out
 
 
-def main():
-    a = run_args()
-    tmp = tempfile.mkdtemp(prefix="idem-slowpeers.")
+def warm_app(a, name, key_prefix, threads=THREADS,
+             read_timeout=READ_TIMEOUT):
+    """A payments.fcgi of the program's own on tmp/app.sock ([server]
+    threads, read_timeout in seconds) and create(), a payment
+    under a new key each call; warmed: the pool's connection, the auth
+    cache, the allocator.  Returns (tmp, sock, secret, app, create)."""
+    tmp = tempfile.mkdtemp(prefix="idem-%s." % name)
     conf = os.path.join(tmp, "app.ini")
     write_conf(conf, a.pghost, a.pgport,
                "[server]\nthreads = %d\nread_timeout = %ds\n"
-               % (THREADS, READ_TIMEOUT))
-    secret = api_key(a.builddir, a.srcdir, conf, "slowpeers-%d" % os.getpid())
+               % (threads, read_timeout))
+    secret = api_key(a.builddir, a.srcdir, conf,
+                     "%s-%d" % (name, os.getpid()))
     sock = os.path.join(tmp, "app.sock")
     app = App(a.builddir, conf, sock, os.path.join(tmp, "app.log"))
-    pid = app.proc.pid
     n_key = [0]
 
     def create():
         n_key[0] += 1
         return timed(sock, params("POST", "/v1/payments", secret, len(BODY),
-                                  "sp-%d-%d" % (os.getpid(), n_key[0])),
+                                  "%s-%d-%d" % (key_prefix, os.getpid(),
+                                                n_key[0])),
                      BODY)
 
-    # Warm: the pool's connection, the auth cache, the allocator.
     for _ in range(3):
         timed(sock, params("GET", "/healthz"))
         create()
+    return tmp, sock, secret, app, create
+
+
+def main():
+    a = run_args()
+    tmp, sock, secret, app, create = warm_app(a, "slowpeers", "sp")
+    pid = app.proc.pid
     fd0, rss0 = fds(pid), rss_kib(pid)
     before = rejected(sock)
     check.expect(before.get("read_timeout") == 0 and

@@ -26,7 +26,6 @@ Every wait is for a condition with a deadline.  Prints TAP.  Usage:
 
 import json
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -37,7 +36,7 @@ TESTS = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(TESTS, "lifecycle"))
 sys.dont_write_bytecode = True
-from direct import run_args, run_main  # noqa: E402
+from direct import remove_tmp, run_args, run_main  # noqa: E402
 from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
                     gauge, check, scrape, wait_for, write)
 from lcenv import Simulator  # noqa: E402
@@ -345,10 +344,7 @@ def main():
         if run is not None:
             run.acq.release()
             run.stop()
-        if os.environ.get("IDEM_KEEP_TMP") != "1":
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print("# kept %s" % tmp)
+        remove_tmp(tmp)
     return done()
 
 

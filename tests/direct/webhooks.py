@@ -20,7 +20,6 @@ Every wait is for a condition with a deadline.  Prints TAP.  Usage:
 import json
 import os
 import re
-import shutil
 import signal
 import sys
 import tempfile
@@ -31,7 +30,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(TESTS, "lib"))
 sys.path.insert(0, os.path.join(TESTS, "lifecycle"))
 sys.dont_write_bytecode = True
-from direct import run_args, run_main  # noqa: E402
+from direct import remove_tmp, run_args, run_main  # noqa: E402
 from direct import App, Db, api_key, conf_text, done, check, wait_for, write  # noqa: E402
 from lcenv import Simulator  # noqa: E402
 from webhook_receiver import Receiver, verify  # noqa: E402
@@ -206,10 +205,7 @@ def main():
         rcv.stop()
         if r is not None:
             r.stop()
-        if os.environ.get("IDEM_KEEP_TMP") != "1":
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print("# kept %s" % tmp)
+        remove_tmp(tmp)
     return done()
 
 

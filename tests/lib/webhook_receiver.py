@@ -18,7 +18,6 @@ the port, for "the receiver was down"), records every delivery
                              # its redeliveries are answered at once
     r.hold(path="/b")        # POSTs to /b wait until r.release("/b")
     ...
-    r.wait(lambda: r.applied_ids(), 20, "an event applied")
 
 got() lists the deliveries answered; on(path) and ids(path) every POST
 to path as it arrived (a held one too: its status is None until it is
@@ -281,19 +280,6 @@ class Receiver:
                 out.append(d)
         return out
 
-    @staticmethod
-    def wait(cond, timeout, what, interval=0.05):
-        """Poll cond() until true (returned); AssertionError after
-        timeout seconds, naming what was awaited."""
-        deadline = time.monotonic() + timeout
-        while True:
-            v = cond()
-            if v:
-                return v
-            if time.monotonic() >= deadline:
-                raise AssertionError("%s: not the case after %.1f s"
-                                     % (what, timeout))
-            time.sleep(interval)
 
 
 # --- the demo's receiver ------------------------------------------------------

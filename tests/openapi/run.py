@@ -24,7 +24,7 @@ import tempfile
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "direct"))
-from direct import run_main, App, Db, conf_text, done, missing, check, write  # noqa: E402
+from direct import remove_tmp, run_main, App, Db, conf_text, done, missing, check, write  # noqa: E402
 
 # @redocly/cli 2.77 wants Node.js 20.19 or later (Debian 12's is 18).
 NODE_MIN = (20, 19)
@@ -163,10 +163,7 @@ def main():
                         "\"payment.refunded\"")):
         check.expect(rc != 0 and code in out,
                      "tsc refuses client_bad.ts: %s (%s)" % (what, code), out)
-    if os.environ.get("IDEM_KEEP_TMP") != "1":
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        print("# kept %s" % tmp)
+    remove_tmp(tmp)
     return done()
 
 
