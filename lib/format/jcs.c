@@ -862,6 +862,21 @@ idem_jcs_pointer_ok(const char *p)
 	return 1;
 }
 
+/* One child k of container n (kid its node): after a comma unless it is
+ * the first written, its name in an object, its scalar or opening. */
+static int
+emit_member(struct idem_buf *out, const struct jnode *n,
+    const struct jkid *k, const struct jnode *kid, int first)
+{
+	if (!first && idem_buf_addc(out, ',') == -1)
+		return -1;
+	if (n->type == J_OBJ &&
+	    (idem_buf_add_jstr(out, k->key, k->klen) == -1 ||
+	    idem_buf_addc(out, ':') == -1))
+		return -1;
+	return emit_scalar(kid, out);
+}
+
 /*
  * Write the tree out with an explicit stack of (container, next child),
  * leaving out the members ex names (ex NULL: none; then path is unused).
@@ -907,14 +922,9 @@ emit(const struct jctx *c, struct idem_buf *out, const struct jexclude *ex)
 			if (path_excluded(&path, ex))
 				continue;
 		}
-		if (st[sp - 1].written++ > 0 && idem_buf_addc(out, ',') == -1)
-			goto done;
-		if (n->type == J_OBJ &&
-		    (idem_buf_add_jstr(out, k->key, k->klen) == -1 ||
-		    idem_buf_addc(out, ':') == -1))
-			goto done;
 		kid = &c->nodes[k->node];
-		if (emit_scalar(kid, out) == -1)
+		if (emit_member(out, n, k, kid, st[sp - 1].written++ == 0) ==
+		    -1)
 			goto done;
 		if (kid->type == J_ARR || kid->type == J_OBJ) {
 			/* sp < maxdepth: the parser counted this nesting. */

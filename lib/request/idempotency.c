@@ -396,6 +396,60 @@ commit_with(idem_req *req, const struct idem_q *record, long long *value)
 	return rc;
 }
 
+/* The statement that stores the response (sql_finish or sql_complete)
+ * and its parameters' text. */
+struct store_args {
+	char		 id[24], st[24], ttl[24], rem[24];
+	const char	*vals[10];
+	int		 lens[10], fmts[10];
+};
+
+static void
+store_params(idem_req *req, const char *headers, struct store_args *a,
+    struct idem_q *rec)
+{
+	const char	**vals = a->vals;
+	int		 body;
+
+	idem_fmt_int(a->st, req->status);
+	idem_fmt_int(a->ttl, req->txn.limits.ttl_ms);
+	if (req->txn.phased) {
+		idem_fmt_int(a->id, (long long)req->txn.record_id);
+		vals[0] = a->id;
+		vals[1] = req->txn.lease_token;
+		vals[2] = a->st;
+		vals[3] = headers;
+		body = 4;
+		vals[5] = a->ttl;
+		rec->sql = sql_finish;
+	} else {
+		idem_fmt_int(a->id, (long long)req->tenant);
+		vals[0] = a->id;
+		vals[1] = req->key;
+		vals[2] = req->method;
+		vals[3] = req->path;
+		vals[4] = (const char *)req->fingerprint;
+		a->lens[4] = 32;
+		a->fmts[4] = 1;
+		vals[5] = a->ttl;
+		vals[6] = a->st;
+		vals[7] = headers;
+		body = 8;
+		rec->sql = sql_complete;
+	}
+	vals[body] = req->resp.p ? req->resp.p : "";
+	a->lens[body] = (int)req->resp.len;
+	a->fmts[body] = 1;
+	if (!req->txn.phased) {
+		idem_fmt_int(a->rem, req->txn.limits.remember_ms);
+		vals[body + 1] = req->txn.limits.remember_ms > 0 ? a->rem : NULL;
+	}
+	rec->n = req->txn.phased ? 6 : body + 2;
+	rec->vals = vals;
+	rec->lens = a->lens;
+	rec->fmts = a->fmts;
+}
+
 /*
  * Flight 2: deferred effects, the stored response, COMMIT.  An atomic
  * route writes its record here, once; a phased one completes the record
@@ -406,10 +460,8 @@ store_and_commit(idem_req *req)
 {
 	struct idem_q		 rec;
 	struct idem_buf		 hj = { 0 };
-	char			 id[24], st[24], ttl[24], rem[24];
-	const char		*vals[10];
-	int			 lens[10] = { 0 }, fmts[10] = { 0 };
-	int			 rc, body;
+	struct store_args	 a;
+	int			 rc;
 
 	if (req->txn.phased && (deadline_passed(req) ||
 	    idem_req_lease_check(req) != IDEM_LEASE_SURE))
@@ -419,44 +471,9 @@ store_and_commit(idem_req *req)
 		heartbeat_stop(req);
 	if (headers_json(req, &hj) == -1)
 		return -1;
-	idem_fmt_int(st, req->status);
 	memset(&rec, 0, sizeof(rec));
-	idem_fmt_int(ttl, req->txn.limits.ttl_ms);
-	if (req->txn.phased) {
-		idem_fmt_int(id, (long long)req->txn.record_id);
-		vals[0] = id;
-		vals[1] = req->txn.lease_token;
-		vals[2] = st;
-		vals[3] = hj.p;
-		body = 4;
-		vals[5] = ttl;
-		rec.sql = sql_finish;
-	} else {
-		idem_fmt_int(id, (long long)req->tenant);
-		vals[0] = id;
-		vals[1] = req->key;
-		vals[2] = req->method;
-		vals[3] = req->path;
-		vals[4] = (const char *)req->fingerprint;
-		lens[4] = 32;
-		fmts[4] = 1;
-		vals[5] = ttl;
-		vals[6] = st;
-		vals[7] = hj.p;
-		body = 8;
-		rec.sql = sql_complete;
-	}
-	vals[body] = req->resp.p ? req->resp.p : "";
-	lens[body] = (int)req->resp.len;
-	fmts[body] = 1;
-	if (!req->txn.phased) {
-		idem_fmt_int(rem, req->txn.limits.remember_ms);
-		vals[body + 1] = req->txn.limits.remember_ms > 0 ? rem : NULL;
-	}
-	rec.n = req->txn.phased ? 6 : body + 2;
-	rec.vals = vals;
-	rec.lens = lens;
-	rec.fmts = fmts;
+	memset(&a, 0, sizeof(a));
+	store_params(req, hj.p, &a, &rec);
 	rc = commit_with(req, &rec, &req->txn.key_expires);
 	idem_buf_free(&hj);
 	/* A broken connection is the database's failure, not a lost key. */

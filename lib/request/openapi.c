@@ -37,6 +37,26 @@ bounds(idem_json *j, const struct idem_member *m, const char *lo,
 	idem_json_kint(j, hi, m->max);
 }
 
+/* A string member's bounds, pattern and choices. */
+static void
+string_schema(idem_json *j, const struct idem_member *m, int nullable)
+{
+	const char *const	*e;
+
+	bounds(j, m, "minLength", "maxLength");
+	if (m->pattern != NULL)
+		idem_json_kstr(j, "pattern", m->pattern);
+	if (m->oneof != NULL) {
+		idem_json_key(j, "enum");
+		idem_json_array(j);
+		for (e = m->oneof; *e != NULL; e++)
+			idem_json_str(j, *e);
+		if (nullable)
+			idem_json_null(j);
+		idem_json_array_end(j);
+	}
+}
+
 /* A member's JSON Schema; optional ones also accept null (as absent).
  * response: the schema of an answer's member (see struct idem_response). */
 static void
@@ -46,7 +66,6 @@ schema_of_member(idem_json *j, const struct idem_member *m, int nullable,
 	static const char *const types[] = { [IDEM_T_INTEGER] = "integer",
 	    [IDEM_T_STRING] = "string", [IDEM_T_BOOLEAN] = "boolean",
 	    [IDEM_T_OBJECT] = "object", [IDEM_T_ARRAY] = "array" };
-	const char *const	*e;
 	const char		*t = m->type >= IDEM_T_INTEGER &&
 	    m->type <= IDEM_T_ARRAY ? types[m->type] : "null";
 
@@ -66,18 +85,7 @@ schema_of_member(idem_json *j, const struct idem_member *m, int nullable,
 		bounds(j, m, "minimum", "maximum");
 		break;
 	case IDEM_T_STRING:
-		bounds(j, m, "minLength", "maxLength");
-		if (m->pattern != NULL)
-			idem_json_kstr(j, "pattern", m->pattern);
-		if (m->oneof != NULL) {
-			idem_json_key(j, "enum");
-			idem_json_array(j);
-			for (e = m->oneof; *e != NULL; e++)
-				idem_json_str(j, *e);
-			if (nullable)
-				idem_json_null(j);
-			idem_json_array_end(j);
-		}
+		string_schema(j, m, nullable);
 		break;
 	case IDEM_T_OBJECT:
 		bounds(j, m, "minProperties", "maxProperties");
@@ -334,6 +342,40 @@ lists(const idem_app *app, const struct idem_route *rt, int p, int status)
 	    answers(app, rt, p);
 }
 
+/* The problem schema with the type URIs of this status, for a client to
+ * act on. */
+static void
+problem_types_of(idem_json *j, const idem_app *app,
+    const struct idem_route *rt, int status)
+{
+	char		 uri[512];
+	int		 p;
+
+	idem_json_key(j, "allOf");
+	idem_json_array(j);
+	idem_json_object(j);
+	idem_json_kstr(j, "$ref", "#/components/schemas/Problem");
+	idem_json_object_end(j);
+	idem_json_object(j);
+	idem_json_key(j, "properties");
+	idem_json_object(j);
+	idem_json_key(j, "type");
+	idem_json_object(j);
+	idem_json_key(j, "enum");
+	idem_json_array(j);
+	for (p = 0; p < idem_problem_count(app); p++)
+		if (lists(app, rt, p, status)) {
+			snprintf(uri, sizeof(uri), "%s%s", idem_problem_base(app),
+			    idem_problem_type(app, p)->slug);
+			idem_json_str(j, uri);
+		}
+	idem_json_array_end(j);		/* enum */
+	idem_json_object_end(j);	/* type */
+	idem_json_object_end(j);	/* properties */
+	idem_json_object_end(j);
+	idem_json_array_end(j);		/* allOf */
+}
+
 /*
  * The problems of one status that route rt can answer, if any: their
  * titles as the description, their type URIs as the schema's enum.
@@ -342,8 +384,7 @@ static void
 problems(idem_json *j, const idem_app *app, const struct idem_route *rt,
     int status)
 {
-	const char	*base = idem_problem_base(app);
-	char		 code[8], uri[512], desc[2048];
+	char		 code[8], desc[2048];
 	int		 p, n = 0;
 
 	desc[0] = '\0';
@@ -372,30 +413,7 @@ problems(idem_json *j, const idem_app *app, const struct idem_route *rt,
 		 * alone, and a 5xx is never stored). */
 		success_headers(j, rt, 0);
 	content(j, "application/problem+json");
-	idem_json_key(j, "allOf");
-	idem_json_array(j);
-	idem_json_object(j);
-	idem_json_kstr(j, "$ref", "#/components/schemas/Problem");
-	idem_json_object_end(j);
-	idem_json_object(j);
-	idem_json_key(j, "properties");
-	idem_json_object(j);
-	idem_json_key(j, "type");
-	idem_json_object(j);
-	/* The type URIs of this status, for a client to act on. */
-	idem_json_key(j, "enum");
-	idem_json_array(j);
-	for (p = 0; p < idem_problem_count(app); p++)
-		if (lists(app, rt, p, status)) {
-			snprintf(uri, sizeof(uri), "%s%s", base,
-			    idem_problem_type(app, p)->slug);
-			idem_json_str(j, uri);
-		}
-	idem_json_array_end(j);		/* enum */
-	idem_json_object_end(j);	/* type */
-	idem_json_object_end(j);	/* properties */
-	idem_json_object_end(j);
-	idem_json_array_end(j);		/* allOf */
+	problem_types_of(j, app, rt, status);
 	content_end(j);
 	idem_json_object_end(j);	/* the response */
 }
