@@ -229,18 +229,25 @@ check_addrs(const char *s)
 	}
 }
 
-/* [server] problem_base: it goes into JSON strings and between the <>
- * of a Link header. */
+/* No blank, control or non-ASCII byte, nor one a URI never holds as
+ * is: s may go into JSON strings and between the <> of a Link header. */
+static int
+uri_chars_ok(const char *s)
+{
+	for (; *s != '\0'; s++)
+		if ((unsigned char)*s <= ' ' || (unsigned char)*s >= 0x7f ||
+		    strchr("\"<>\\`{}|^", *s) != NULL)
+			return 0;
+	return 1;
+}
+
+/* [server] problem_base: a URI (reference) ending in '/'. */
 int
 uri_base_ok(const char *s)
 {
-	size_t	n = strlen(s), i;
+	size_t	n = strlen(s);
 
-	for (i = 0; i < n; i++)
-		if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] >= 0x7f ||
-		    strchr("\"<>\\`{}|^", s[i]) != NULL)
-			return 0;
-	return n >= 1 && s[n - 1] == '/' &&
+	return uri_chars_ok(s) && n >= 1 && s[n - 1] == '/' &&
 	    (s[0] == '/' || strstr(s, "://") != NULL ||
 	    strncmp(s, "urn:", 4) == 0 || strncmp(s, "tag:", 4) == 0);
 }
@@ -249,14 +256,11 @@ uri_base_ok(const char *s)
 int
 url_ok(const char *s)
 {
-	size_t	n = strlen(s), i;
+	size_t	n = strlen(s);
 
-	for (i = 0; i < n; i++)
-		if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] >= 0x7f ||
-		    strchr("\"<>\\`{}|^", s[i]) != NULL)
-			return 0;
-	return s[0] == '/' || (strncmp(s, "http://", 7) == 0 && n > 7) ||
-	    (strncmp(s, "https://", 8) == 0 && n > 8);
+	return uri_chars_ok(s) && (s[0] == '/' ||
+	    (strncmp(s, "http://", 7) == 0 && n > 7) ||
+	    (strncmp(s, "https://", 8) == 0 && n > 8));
 }
 
 /* Is v one of the '|'-separated words of choices? */
