@@ -295,7 +295,7 @@ size_t	idem_validate_collect(yajl_val v, const struct idem_body *b,
 	    char *why, size_t whylen, struct idem_validation_error *errs,
 	    size_t max);
 
-/* --- config.c: the INI config file -------------------------------------- */
+/* --- config*.c: the INI config file (config_ini.c reads it) ------------- */
 
 /* One [route "METHOD /path"] section; 0 (and line 0): not set there. */
 struct idem_cfg_route {

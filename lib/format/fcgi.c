@@ -417,6 +417,48 @@ record_data(struct idem_fcgi *f, const unsigned char *p, size_t n)
 	}
 }
 
+/* The empty FCGI_PARAMS record: the parameters are whole. */
+static enum idem_fcgi_rc
+params_end(struct idem_fcgi *f)
+{
+	enum idem_fcgi_rc	 rc;
+
+	rc = idem_fcgi_pairs((const unsigned char *)f->params.p,
+	    f->params.len, &f->rec, &f->pairs, &f->npairs);
+	if (rc != IDEM_FCGI_REQUEST)
+		return rc;
+	/* The pairs live in params from now on; rec is scratch. */
+	idem_buf_free(&f->params);
+	f->params = f->rec;
+	memset(&f->rec, 0, sizeof(f->rec));
+	f->content_length = content_length(idem_fcgi_param(f,
+	    "CONTENT_LENGTH"));
+	f->state = IDEM_FCGI_STDIN;
+	if (f->content_length == 0)
+		return IDEM_FCGI_MORE;
+	if (f->content_length <= f->lim.max_body)
+		return IDEM_FCGI_BODY;	/* the caller's to admit */
+	/* Refused by its length: answered now, stdin dropped. */
+	f->body_dropped = 1;
+	return IDEM_FCGI_REQUEST;
+}
+
+/* The empty FCGI_STDIN record: the body is whole. */
+static enum idem_fcgi_rc
+stdin_end(struct idem_fcgi *f)
+{
+	if (f->answered) {
+		if (!f->keep_conn)
+			return IDEM_FCGI_CLOSE;
+		idem_fcgi_next(f);
+		return IDEM_FCGI_MORE;
+	}
+	f->state = IDEM_FCGI_DONE;
+	/* A body is always a string, if an empty one. */
+	return idem_buf_nul(&f->body) == 0 ? IDEM_FCGI_REQUEST :
+	    IDEM_FCGI_BODY_TOO_LARGE;
+}
+
 /* The record is whole (content and padding). */
 static enum idem_fcgi_rc
 record_end(struct idem_fcgi *f, struct idem_buf *reply)
@@ -447,39 +489,9 @@ record_end(struct idem_fcgi *f, struct idem_buf *reply)
 		idem_fcgi_next(f);
 		return rc;
 	case FCGI_PARAMS:
-		if (!empty)
-			return params_scan(f);
-		rc = idem_fcgi_pairs((const unsigned char *)f->params.p,
-		    f->params.len, &f->rec, &f->pairs, &f->npairs);
-		if (rc != IDEM_FCGI_REQUEST)
-			return rc;
-		/* The pairs live in params from now on; rec is scratch. */
-		idem_buf_free(&f->params);
-		f->params = f->rec;
-		memset(&f->rec, 0, sizeof(f->rec));
-		f->content_length = content_length(idem_fcgi_param(f,
-		    "CONTENT_LENGTH"));
-		f->state = IDEM_FCGI_STDIN;
-		if (f->content_length == 0)
-			return IDEM_FCGI_MORE;
-		if (f->content_length <= f->lim.max_body)
-			return IDEM_FCGI_BODY;	/* the caller's to admit */
-		/* Refused by its length: answered now, stdin dropped. */
-		f->body_dropped = 1;
-		return IDEM_FCGI_REQUEST;
+		return empty ? params_end(f) : params_scan(f);
 	case FCGI_STDIN:
-		if (!empty)
-			return IDEM_FCGI_MORE;
-		if (f->answered) {
-			if (!f->keep_conn)
-				return IDEM_FCGI_CLOSE;
-			idem_fcgi_next(f);
-			return IDEM_FCGI_MORE;
-		}
-		f->state = IDEM_FCGI_DONE;
-		/* A body is always a string, if an empty one. */
-		return idem_buf_nul(&f->body) == 0 ? IDEM_FCGI_REQUEST :
-		    IDEM_FCGI_BODY_TOO_LARGE;
+		return empty ? stdin_end(f) : IDEM_FCGI_MORE;
 	case FCGI_GET_VALUES:
 		return get_values(f, reply);
 	default:

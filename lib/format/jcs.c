@@ -862,6 +862,21 @@ idem_jcs_pointer_ok(const char *p)
 	return 1;
 }
 
+/* One child k of container n (kid its node): after a comma unless it is
+ * the first written, its name in an object, its scalar or opening. */
+static int
+emit_member(struct idem_buf *out, const struct jnode *n,
+    const struct jkid *k, const struct jnode *kid, int first)
+{
+	if (!first && idem_buf_addc(out, ',') == -1)
+		return -1;
+	if (n->type == J_OBJ &&
+	    (idem_buf_add_jstr(out, k->key, k->klen) == -1 ||
+	    idem_buf_addc(out, ':') == -1))
+		return -1;
+	return emit_scalar(kid, out);
+}
+
 /*
  * Write the tree out with an explicit stack of (container, next child),
  * leaving out the members ex names (ex NULL: none; then path is unused).
@@ -907,14 +922,9 @@ emit(const struct jctx *c, struct idem_buf *out, const struct jexclude *ex)
 			if (path_excluded(&path, ex))
 				continue;
 		}
-		if (st[sp - 1].written++ > 0 && idem_buf_addc(out, ',') == -1)
-			goto done;
-		if (n->type == J_OBJ &&
-		    (idem_buf_add_jstr(out, k->key, k->klen) == -1 ||
-		    idem_buf_addc(out, ':') == -1))
-			goto done;
 		kid = &c->nodes[k->node];
-		if (emit_scalar(kid, out) == -1)
+		if (emit_member(out, n, k, kid, st[sp - 1].written++ == 0) ==
+		    -1)
 			goto done;
 		if (kid->type == J_ARR || kid->type == J_OBJ) {
 			/* sp < maxdepth: the parser counted this nesting. */
@@ -971,38 +981,38 @@ idem_jcs_canonicalize(const char *in, size_t len,
 	    err, errlen);
 }
 
-enum idem_jcs_result
-idem_jcs_canonicalize_pruned(const char *in, size_t len,
-    const struct idem_jcs_limits *lim, const char *const *exclude,
-    size_t nexclude, struct idem_buf *out, struct idem_buf *pruned,
-    char *err, size_t errlen)
+/* What makes a text invalid before it is parsed: 1, err set. */
+static int
+text_refused(const char *in, size_t len, char *err, size_t errlen)
 {
-	struct jctx		 c;
-	struct jexclude		 ex = { exclude, nexclude };
-	yajl_handle		 h;
-	yajl_status		 st;
-	size_t			 at, outlen0 = out->len;
-	size_t			 prunedlen0 = pruned ? pruned->len : 0;
-	char			 msg[64];
-	enum idem_jcs_result	 rc = IDEM_JCS_INVALID;
-
 	if (in == NULL || json_blank(in, len)) {
 		set_err(err, errlen, "empty JSON text");
-		return IDEM_JCS_INVALID;
+		return 1;
 	}
 	/* Never valid JSON; named, so that the reason is not just an offset. */
 	if (memchr(in, '\0', len) != NULL) {
 		set_err(err, errlen, "NUL byte in the JSON text");
-		return IDEM_JCS_INVALID;
+		return 1;
 	}
 	if (escapes_valid(in, len) == -1) {
 		set_err(err, errlen, "invalid \\u escape (lone surrogate)");
-		return IDEM_JCS_INVALID;
+		return 1;
 	}
-	memset(&c, 0, sizeof(c));
-	c.limit = lim->max_depth;
-	c.max_values = lim->max_values;
-	if ((h = yajl_alloc(&jcs_callbacks, NULL, &c)) == NULL) {
+	return 0;
+}
+
+/* The text's tree into c (its limits set); IDEM_JCS_OK, or why not. */
+static enum idem_jcs_result
+parse_tree(struct jctx *c, const char *in, size_t len, char *err,
+    size_t errlen)
+{
+	yajl_handle		 h;
+	yajl_status		 st;
+	size_t			 at;
+	char			 msg[64];
+	enum idem_jcs_result	 rc = IDEM_JCS_OK;
+
+	if ((h = yajl_alloc(&jcs_callbacks, NULL, c)) == NULL) {
 		set_err(err, errlen, "out of memory");
 		return IDEM_JCS_NOMEM;
 	}
@@ -1020,28 +1030,44 @@ idem_jcs_canonicalize_pruned(const char *in, size_t len,
 		at = len;
 	}
 	if (st == yajl_status_client_canceled) {
-		set_err(err, errlen, c.why != NULL ? c.why : "rejected");
-		rc = c.why != NULL ? c.why_rc : IDEM_JCS_INVALID;
-		goto done;
-	}
-	if (st != yajl_status_ok || c.nnodes == 0 || c.depth != 0) {
+		set_err(err, errlen, c->why != NULL ? c->why : "rejected");
+		rc = c->why != NULL ? c->why_rc : IDEM_JCS_INVALID;
+	} else if (st != yajl_status_ok || c->nnodes == 0 || c->depth != 0) {
 		/* Not yajl_get_error(): that quotes the input. */
 		snprintf(msg, sizeof(msg), "invalid JSON at byte %zu", at);
 		set_err(err, errlen, msg);
-		goto done;
+		rc = IDEM_JCS_INVALID;
 	}
-	if (emit(&c, out, NULL) == -1 ||
-	    (pruned != NULL && emit(&c, pruned, &ex) == -1)) {
+	yajl_free(h);
+	return rc;
+}
+
+enum idem_jcs_result
+idem_jcs_canonicalize_pruned(const char *in, size_t len,
+    const struct idem_jcs_limits *lim, const char *const *exclude,
+    size_t nexclude, struct idem_buf *out, struct idem_buf *pruned,
+    char *err, size_t errlen)
+{
+	struct jctx		 c;
+	struct jexclude		 ex = { exclude, nexclude };
+	size_t			 outlen0 = out->len;
+	size_t			 prunedlen0 = pruned ? pruned->len : 0;
+	enum idem_jcs_result	 rc;
+
+	if (text_refused(in, len, err, errlen))
+		return IDEM_JCS_INVALID;
+	memset(&c, 0, sizeof(c));
+	c.limit = lim->max_depth;
+	c.max_values = lim->max_values;
+	if ((rc = parse_tree(&c, in, len, err, errlen)) == IDEM_JCS_OK &&
+	    (emit(&c, out, NULL) == -1 ||
+	    (pruned != NULL && emit(&c, pruned, &ex) == -1))) {
 		/* Leave both as they were, not half a document. */
 		buf_truncate(out, outlen0);
 		buf_truncate(pruned, prunedlen0);
 		set_err(err, errlen, "out of memory");
 		rc = IDEM_JCS_NOMEM;
-		goto done;
 	}
-	rc = IDEM_JCS_OK;
-done:
-	yajl_free(h);
 	jctx_free(&c);
 	return rc;
 }

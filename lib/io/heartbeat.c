@@ -25,6 +25,7 @@
 #include "private.h"
 #include "heartbeat.h"
 #include "lease.h"
+#include "service.h"
 
 struct slot {
 	int		 used;
@@ -42,6 +43,7 @@ struct idem_heartbeat {
 	pthread_mutex_t	 mu;
 	pthread_cond_t	 cv;
 	int		 stop;
+	int		 done;	/* the thread has returned */
 	long long	 interval_ms;
 	unsigned	 nslots;
 	struct slot	*slots;
@@ -216,7 +218,6 @@ heartbeat_main(void *arg)
 	struct idem_heartbeat	*hb = arg;
 	struct timespec		 next;
 	long long		 due = idem_now_us(), now;
-	int			 stop;
 
 	for (;;) {
 		/* CLOCK_MONOTONIC (idem_now_us()): a jump of the wall clock
@@ -227,16 +228,12 @@ heartbeat_main(void *arg)
 			due = now;
 		next.tv_sec = (time_t)(due / 1000000);
 		next.tv_nsec = (long)(due % 1000000) * 1000;
-		pthread_mutex_lock(&hb->mu);
-		while (!hb->stop && pthread_cond_timedwait(&hb->cv, &hb->mu,
-		    &next) != ETIMEDOUT)
-			continue;
-		stop = hb->stop;
-		pthread_mutex_unlock(&hb->mu);
-		if (stop)
+		if (idem_service_wait(IDEM_SERVICE_OF(hb, CLOCK_MONOTONIC),
+		    &next))
 			break;
 		beat(hb);
 	}
+	idem_service_exit(IDEM_SERVICE_OF(hb, CLOCK_MONOTONIC));
 	return NULL;
 }
 
@@ -244,7 +241,6 @@ struct idem_heartbeat *
 idem_heartbeat_start(idem_app *app, long long interval_ms, unsigned slots)
 {
 	struct idem_heartbeat	*hb;
-	pthread_condattr_t	 ca;
 
 	if ((hb = calloc(1, sizeof(*hb))) == NULL ||
 	    (hb->slots = calloc(slots, sizeof(*hb->slots))) == NULL) {
@@ -254,15 +250,9 @@ idem_heartbeat_start(idem_app *app, long long interval_ms, unsigned slots)
 	hb->app = app;
 	hb->nslots = slots;
 	hb->interval_ms = interval_ms;
-	pthread_mutex_init(&hb->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&hb->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	if (pthread_create(&hb->th, NULL, heartbeat_main, hb) != 0) {
+	if (idem_service_start(IDEM_SERVICE_OF(hb, CLOCK_MONOTONIC),
+	    heartbeat_main, hb) == -1) {
 		idem_log(IDEM_LOG_ERROR, "heartbeat: cannot start its thread");
-		pthread_mutex_destroy(&hb->mu);
-		pthread_cond_destroy(&hb->cv);
 		free(hb->slots);
 		free(hb);
 		return NULL;
@@ -275,14 +265,8 @@ idem_heartbeat_stop(struct idem_heartbeat *hb)
 {
 	if (hb == NULL)
 		return;
-	pthread_mutex_lock(&hb->mu);
-	hb->stop = 1;
-	pthread_cond_broadcast(&hb->cv);
-	pthread_mutex_unlock(&hb->mu);
-	pthread_join(hb->th, NULL);
+	idem_service_stop(IDEM_SERVICE_OF(hb, CLOCK_MONOTONIC), NULL);
 	PQfinish(hb->db);
-	pthread_mutex_destroy(&hb->mu);
-	pthread_cond_destroy(&hb->cv);
 	free(hb->slots);
 	free(hb);
 }

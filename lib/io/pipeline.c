@@ -89,14 +89,74 @@ next_result(PGconn *db)
 	return r;
 }
 
+/* How reading a flight's results ended. */
+enum read_end {
+	READ_OK,		/* every statement succeeded */
+	READ_GONE,		/* the connection went away */
+	READ_FAILED		/* a statement failed (its result kept) */
+};
+
+/* Each statement's result into q[i].res; *bad: the one that failed. */
+static enum read_end
+read_all(PGconn *db, struct idem_stmts *stmts, struct idem_q *q, size_t n,
+    const enum idem_stmt_use *use, size_t *bad)
+{
+	PGresult		*r;
+	ExecStatusType		 st;
+	size_t			 i;
+
+	for (i = 0; i < n; i++) {
+		*bad = i;
+		/* The Parse's own result first, where one was sent. */
+		if (use[i] == IDEM_STMT_PREPARE) {
+			if ((r = next_result(db)) == NULL)
+				return READ_GONE;
+			if (PQresultStatus(r) == PGRES_COMMAND_OK)
+				(void)idem_stmts_add(stmts, q[i].sql);
+			q[i].res = r;
+			if (PQresultStatus(r) != PGRES_COMMAND_OK)
+				return READ_FAILED;
+			PQclear(r);
+			q[i].res = NULL;
+		}
+		/* One result per statement (or PIPELINE_ABORTED), then NULL. */
+		if ((r = next_result(db)) == NULL)
+			return READ_GONE;
+		q[i].res = r;
+		st = PQresultStatus(r);
+		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+			return READ_FAILED;
+	}
+	/* And the sync that closes the flight. */
+	if ((r = PQgetResult(db)) != NULL)
+		PQclear(r);
+	return READ_OK;
+}
+
+/* What a failed statement's result r means for the caller. */
+static enum idem_rc
+statement_failed(struct idem_stmts *stmts, const PGresult *r,
+    enum idem_stmt_use use)
+{
+	idem_log(IDEM_LOG_ERROR, "db: %s", PQresultErrorMessage(r));
+	if (stmts == NULL || use == IDEM_STMT_UNNAMED || !statements_differ(r))
+		return transient(r) ? IDEM_RC_TRANSIENT : IDEM_RC_FAIL;
+	/* Nothing was done; the client may retry at once. */
+	idem_log(IDEM_LOG_WARN, "db: the server's prepared statements "
+	    "changed under this connection; %s", stmts->always ?
+	    "preparing them again" : "sending them unnamed from now on");
+	idem_stmts_forget(stmts);
+	if (!stmts->always)
+		stmts->enabled = 0;
+	return IDEM_RC_TRANSIENT;
+}
+
 enum idem_rc
 idem_pipeline(PGconn *db, struct idem_stmts *stmts, struct idem_q *q,
     size_t n, unsigned *round_trips)
 {
 	enum idem_stmt_use	 use[IDEM_PIPELINE_MAX];
-	size_t			 i;
-	PGresult		*r;
-	ExecStatusType		 st;
+	size_t			 i, bad = 0;
 	enum idem_rc		 rc = IDEM_RC_OK;
 
 	for (i = 0; i < n; i++)
@@ -113,54 +173,17 @@ idem_pipeline(PGconn *db, struct idem_stmts *stmts, struct idem_q *q,
 		rc = IDEM_RC_FAIL;
 	if (round_trips != NULL)
 		(*round_trips)++;
-	if (rc != IDEM_RC_OK)
-		goto out;
-	for (i = 0; i < n; i++) {
-		/* The Parse's own result first, where one was sent. */
-		if (use[i] == IDEM_STMT_PREPARE) {
-			if ((r = next_result(db)) == NULL) {
-				rc = IDEM_RC_TRANSIENT;
-				goto out;
-			}
-			if (PQresultStatus(r) == PGRES_COMMAND_OK)
-				(void)idem_stmts_add(stmts, q[i].sql);
-			q[i].res = r;
-			if (PQresultStatus(r) != PGRES_COMMAND_OK)
-				goto failed;
-			PQclear(r);
-			q[i].res = NULL;
+	if (rc == IDEM_RC_OK)
+		switch (read_all(db, stmts, q, n, use, &bad)) {
+		case READ_OK:
+			break;
+		case READ_GONE:
+			rc = IDEM_RC_TRANSIENT;
+			break;
+		case READ_FAILED:
+			rc = statement_failed(stmts, q[bad].res, use[bad]);
+			break;
 		}
-		/* One result per statement (or PIPELINE_ABORTED), then NULL. */
-		if ((r = next_result(db)) == NULL) {
-			rc = IDEM_RC_TRANSIENT;	/* the connection went away */
-			goto out;
-		}
-		q[i].res = r;
-		st = PQresultStatus(r);
-		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-			goto failed;
-	}
-	rc = IDEM_RC_OK;
-	/* And the sync that closes the flight. */
-	if ((r = PQgetResult(db)) != NULL)
-		PQclear(r);
-	goto out;
-failed:
-	r = q[i].res;
-	idem_log(IDEM_LOG_ERROR, "db: %s", PQresultErrorMessage(r));
-	rc = transient(r) ? IDEM_RC_TRANSIENT : IDEM_RC_FAIL;
-	if (stmts != NULL && use[i] != IDEM_STMT_UNNAMED &&
-	    statements_differ(r)) {
-		/* Nothing was done; the client may retry at once. */
-		idem_log(IDEM_LOG_WARN, "db: the server's prepared statements "
-		    "changed under this connection; %s", stmts->always ?
-		    "preparing them again" : "sending them unnamed from now on");
-		idem_stmts_forget(stmts);
-		if (!stmts->always)
-			stmts->enabled = 0;
-		rc = IDEM_RC_TRANSIENT;
-	}
-out:
 	if (rc != IDEM_RC_OK)
 		drain(db);
 	/*

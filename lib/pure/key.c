@@ -101,19 +101,11 @@ string_item(const unsigned char *v, size_t b, size_t e, char *out,
 	return IDEM_KEY_OK;
 }
 
-enum idem_key_verdict
-idem_key_parse(const char *value, size_t len, char *out, size_t outlen)
+/* The item's bounds [*b, *e) in v: visible ASCII, SP trimmed. */
+static enum idem_key_verdict
+item_bounds(const unsigned char *v, size_t len, size_t *b, size_t *e)
 {
-	const unsigned char	*v = (const unsigned char *)value;
-	enum idem_key_verdict	 r;
-	size_t			 b, e, i, o = 0;
-	int			 compat;
-
-	if (out == NULL || outlen == 0)
-		return IDEM_KEY_NO_ROOM;
-	out[0] = '\0';
-	if (value == NULL)
-		return IDEM_KEY_EMPTY;
+	size_t	 i;
 
 	/* Only visible ASCII and SP, anywhere: no HTAB, no 8-bit bytes. */
 	for (i = 0; i < len; i++)
@@ -121,14 +113,63 @@ idem_key_parse(const char *value, size_t len, char *out, size_t outlen)
 			return IDEM_KEY_CHARACTER;
 
 	/* RFC 8941 4.2: leading and trailing SP are discarded. */
-	b = 0;
-	e = len;
-	while (b < e && v[b] == ' ')
-		b++;
-	while (e > b && v[e - 1] == ' ')
-		e--;
-	if (b == e)
+	*b = 0;
+	*e = len;
+	while (*b < *e && v[*b] == ' ')
+		(*b)++;
+	while (*e > *b && v[*e - 1] == ' ')
+		(*e)--;
+	return *b == *e ? IDEM_KEY_EMPTY : IDEM_KEY_OK;
+}
+
+/* A Token, or the compatibility form, at v[b] (before e): copied into
+ * out (*o bytes); *end: where it stopped. */
+static enum idem_key_verdict
+bare_item(const unsigned char *v, size_t b, size_t e, char *out,
+    size_t outlen, size_t *o, size_t *end)
+{
+	enum idem_key_verdict	 r;
+	size_t			 i;
+	int			 compat;
+
+	*end = b;
+	compat = is_digit(v[b]) || v[b] == '-' || v[b] == '_';
+	if (!compat && !is_alpha(v[b]) && v[b] != '*')
+		return IDEM_KEY_CHARACTER;
+	for (i = b + 1; i < e && is_token_char(v[i]); i++)
+		;
+	*end = i;
+	r = after_item(v, i, e);
+	/* A number is named as such, with or without what follows
+	 * it, unless a character no item may hold stopped it. */
+	if (compat && r != IDEM_KEY_TRAILING &&
+	    number_kind(v + b, i - b) != IDEM_KEY_OK)
+		r = number_kind(v + b, i - b);
+	if (r != IDEM_KEY_OK)
+		return r;
+	if (i - b > IDEM_KEY_MAX)
+		return IDEM_KEY_TOO_LONG;
+	if (i - b + 1 > outlen)
+		return IDEM_KEY_NO_ROOM;
+	memcpy(out, v + b, i - b);
+	*o = i - b;
+	return IDEM_KEY_OK;
+}
+
+enum idem_key_verdict
+idem_key_parse(const char *value, size_t len, char *out, size_t outlen)
+{
+	const unsigned char	*v = (const unsigned char *)value;
+	enum idem_key_verdict	 r;
+	size_t			 b, e, i = 0, o = 0;
+
+	if (out == NULL || outlen == 0)
+		return IDEM_KEY_NO_ROOM;
+	out[0] = '\0';
+	if (value == NULL)
 		return IDEM_KEY_EMPTY;
+	if ((r = item_bounds(v, len, &b, &e)) != IDEM_KEY_OK)
+		return r;
 
 	switch (v[b]) {
 	case '"':
@@ -154,32 +195,7 @@ idem_key_parse(const char *value, size_t len, char *out, size_t outlen)
 		r = IDEM_KEY_DISPLAY_STRING;
 		break;
 	default:
-		/* A Token, or the compatibility form. */
-		compat = is_digit(v[b]) || v[b] == '-' || v[b] == '_';
-		if (!compat && !is_alpha(v[b]) && v[b] != '*') {
-			r = IDEM_KEY_CHARACTER;
-			break;
-		}
-		for (i = b + 1; i < e && is_token_char(v[i]); i++)
-			;
-		r = after_item(v, i, e);
-		/* A number is named as such, with or without what follows
-		 * it, unless a character no item may hold stopped it. */
-		if (compat && r != IDEM_KEY_TRAILING &&
-		    number_kind(v + b, i - b) != IDEM_KEY_OK)
-			r = number_kind(v + b, i - b);
-		if (r != IDEM_KEY_OK)
-			break;
-		if (i - b > IDEM_KEY_MAX) {
-			r = IDEM_KEY_TOO_LONG;
-			break;
-		}
-		if (i - b + 1 > outlen) {
-			r = IDEM_KEY_NO_ROOM;
-			break;
-		}
-		memcpy(out, v + b, i - b);
-		o = i - b;
+		r = bare_item(v, b, e, out, outlen, &o, &i);
 		break;
 	}
 	/* A quote or a backslash in a bare value, say, is a character a

@@ -228,14 +228,40 @@ method_serves(const char *rmethod, const char *method)
 	    strcmp(rmethod, "GET") == 0);
 }
 
+/* The matched route rt's parameters (np values in vals) into params;
+ * -1 when out of memory (params freed). */
+static int
+take_params(const struct idem_route *rt, const struct span *vals,
+    size_t np, struct idem_params *params)
+{
+	const char	*pe;
+	size_t		 j, k, len;
+
+	/* Names: the NUL-separated copy after the pattern. */
+	len = strlen(rt->pattern);
+	pe = rt->pattern + len + 1;
+	for (j = 0, k = 0; j < len; j++)
+		if (pe[j] == ':' && (j == 0 || pe[j - 1] == '\0'))
+			params->name[k++] = pe + j + 1;
+	for (j = 0; j < np; j++) {
+		params->value[j] = strndup(vals[j].p, vals[j].len);
+		if (params->value[j] == NULL) {
+			idem_params_free(params);
+			return -1;
+		}
+		params->n = j + 1;
+	}
+	return 0;
+}
+
 enum idem_match
 idem_router_match(const struct idem_router *r, const char *method,
     const char *path, const struct idem_route **route,
     struct idem_params *params, char *allow, size_t allowlen)
 {
 	struct span	 vals[IDEM_MAX_PARAMS];
-	const char	*pe, *s;
-	size_t		 i, j, k, np, nseg, len;
+	const char	*s;
+	size_t		 i, np, nseg;
 	int		 path_known = 0;
 
 	if (route != NULL)
@@ -266,29 +292,13 @@ idem_router_match(const struct idem_router *r, const char *method,
 				allow_add(allow, allowlen, "HEAD");
 			continue;
 		}
-		if (params != NULL) {
-			/* Names: the NUL-separated copy after the pattern. */
-			len = strlen(r->routes[i].pattern);
-			pe = r->routes[i].pattern + len + 1;
-			for (j = 0, k = 0; j < len; j++)
-				if (pe[j] == ':' && (j == 0 || pe[j - 1] == '\0'))
-					params->name[k++] = pe + j + 1;
-			for (j = 0; j < np; j++) {
-				params->value[j] = strndup(vals[j].p,
-				    vals[j].len);
-				if (params->value[j] == NULL) {
-					/*
-					 * No way to say "out of memory":
-					 * refuse rather than run the handler
-					 * without its parameters.
-					 */
-					idem_params_free(params);
-					if (allow != NULL && allowlen > 0)
-						allow[0] = '\0';
-					return IDEM_MATCH_NOT_FOUND;
-				}
-				params->n = j + 1;
-			}
+		if (params != NULL &&
+		    take_params(&r->routes[i], vals, np, params) == -1) {
+			/* No way to say "out of memory": refuse rather than
+			 * run the handler without its parameters. */
+			if (allow != NULL && allowlen > 0)
+				allow[0] = '\0';
+			return IDEM_MATCH_NOT_FOUND;
 		}
 		if (allow != NULL && allowlen > 0)
 			allow[0] = '\0';

@@ -741,6 +741,47 @@ on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
 	return flag != NULL && atomic_load(flag) ? 1 : 0;
 }
 
+/* The method, and the body when there is one; non-zero: refused. */
+static int
+set_method(CURL *c, const idem_http *h)
+{
+	int	bad = 0;
+
+	if (h->has_body) {
+		bad |= curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
+		    (curl_off_t)h->body_len) != CURLE_OK;
+		bad |= curl_easy_setopt(c, CURLOPT_POSTFIELDS, h->body) !=
+		    CURLE_OK;
+	} else if (strcmp(h->method, "HEAD") == 0)
+		bad |= curl_easy_setopt(c, CURLOPT_NOBODY, 1L) != CURLE_OK;
+	else
+		bad |= curl_easy_setopt(c, CURLOPT_HTTPGET, 1L) != CURLE_OK;
+	if (strcmp(h->method, h->has_body ? "POST" : "GET") != 0 &&
+	    strcmp(h->method, "HEAD") != 0)
+		bad |= curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, h->method) !=
+		    CURLE_OK;
+	return bad;
+}
+
+/* Only public addresses, checked by g where the connection is made;
+ * non-zero: refused. */
+static int
+set_guard(CURL *c, struct guard *g)
+{
+	int	bad = 0;
+
+	bad |= curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION,
+	    guard_open) != CURLE_OK;
+	bad |= curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, g) != CURLE_OK;
+	bad |= curl_easy_setopt(c, CURLOPT_PREREQFUNCTION,
+	    guard_prereq) != CURLE_OK;
+	bad |= curl_easy_setopt(c, CURLOPT_PREREQDATA, g) != CURLE_OK;
+	/* A proxy would resolve and connect in our place, unchecked
+	 * (and an environment's http_proxy may well be local). */
+	bad |= curl_easy_setopt(c, CURLOPT_PROXY, "") != CURLE_OK;
+	return bad;
+}
+
 static int
 set_options(CURL *c, const idem_http *h, struct curl_slist *lines,
     idem_http_resp *r, long long ms, char *errbuf, struct guard *g)
@@ -763,18 +804,8 @@ set_options(CURL *c, const idem_http *h, struct curl_slist *lines,
 	/* Never followed: a redirect would be a call to another address
 	 * than the one checked, with the body sent again. */
 	bad |= curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK;
-	if (!h->allow_private) {
-		bad |= curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION,
-		    guard_open) != CURLE_OK;
-		bad |= curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, g) !=
-		    CURLE_OK;
-		bad |= curl_easy_setopt(c, CURLOPT_PREREQFUNCTION,
-		    guard_prereq) != CURLE_OK;
-		bad |= curl_easy_setopt(c, CURLOPT_PREREQDATA, g) != CURLE_OK;
-		/* A proxy would resolve and connect in our place, unchecked
-		 * (and an environment's http_proxy may well be local). */
-		bad |= curl_easy_setopt(c, CURLOPT_PROXY, "") != CURLE_OK;
-	}
+	if (!h->allow_private)
+		bad |= set_guard(c, g);
 	bad |= curl_easy_setopt(c, CURLOPT_USERAGENT, "idem/" IDEM_VERSION) !=
 	    CURLE_OK;
 	bad |= curl_easy_setopt(c, CURLOPT_HTTPHEADER, lines) != CURLE_OK;
@@ -793,19 +824,7 @@ set_options(CURL *c, const idem_http *h, struct curl_slist *lines,
 	    CURLE_OK;
 	bad |= curl_easy_setopt(c, CURLOPT_XFERINFODATA, h->cancel) !=
 	    CURLE_OK;
-	if (h->has_body) {
-		bad |= curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
-		    (curl_off_t)h->body_len) != CURLE_OK;
-		bad |= curl_easy_setopt(c, CURLOPT_POSTFIELDS, h->body) !=
-		    CURLE_OK;
-	} else if (strcmp(h->method, "HEAD") == 0)
-		bad |= curl_easy_setopt(c, CURLOPT_NOBODY, 1L) != CURLE_OK;
-	else
-		bad |= curl_easy_setopt(c, CURLOPT_HTTPGET, 1L) != CURLE_OK;
-	if (strcmp(h->method, h->has_body ? "POST" : "GET") != 0 &&
-	    strcmp(h->method, "HEAD") != 0)
-		bad |= curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, h->method) !=
-		    CURLE_OK;
+	bad |= set_method(c, h);
 	return bad ? -1 : 0;
 }
 

@@ -396,6 +396,60 @@ commit_with(idem_req *req, const struct idem_q *record, long long *value)
 	return rc;
 }
 
+/* The statement that stores the response (sql_finish or sql_complete)
+ * and its parameters' text. */
+struct store_args {
+	char		 id[24], st[24], ttl[24], rem[24];
+	const char	*vals[10];
+	int		 lens[10], fmts[10];
+};
+
+static void
+store_params(idem_req *req, const char *headers, struct store_args *a,
+    struct idem_q *rec)
+{
+	const char	**vals = a->vals;
+	int		 body;
+
+	idem_fmt_int(a->st, req->status);
+	idem_fmt_int(a->ttl, req->txn.limits.ttl_ms);
+	if (req->txn.phased) {
+		idem_fmt_int(a->id, (long long)req->txn.record_id);
+		vals[0] = a->id;
+		vals[1] = req->txn.lease_token;
+		vals[2] = a->st;
+		vals[3] = headers;
+		body = 4;
+		vals[5] = a->ttl;
+		rec->sql = sql_finish;
+	} else {
+		idem_fmt_int(a->id, (long long)req->tenant);
+		vals[0] = a->id;
+		vals[1] = req->key;
+		vals[2] = req->method;
+		vals[3] = req->path;
+		vals[4] = (const char *)req->fingerprint;
+		a->lens[4] = 32;
+		a->fmts[4] = 1;
+		vals[5] = a->ttl;
+		vals[6] = a->st;
+		vals[7] = headers;
+		body = 8;
+		rec->sql = sql_complete;
+	}
+	vals[body] = req->resp.p ? req->resp.p : "";
+	a->lens[body] = (int)req->resp.len;
+	a->fmts[body] = 1;
+	if (!req->txn.phased) {
+		idem_fmt_int(a->rem, req->txn.limits.remember_ms);
+		vals[body + 1] = req->txn.limits.remember_ms > 0 ? a->rem : NULL;
+	}
+	rec->n = req->txn.phased ? 6 : body + 2;
+	rec->vals = vals;
+	rec->lens = a->lens;
+	rec->fmts = a->fmts;
+}
+
 /*
  * Flight 2: deferred effects, the stored response, COMMIT.  An atomic
  * route writes its record here, once; a phased one completes the record
@@ -406,10 +460,8 @@ store_and_commit(idem_req *req)
 {
 	struct idem_q		 rec;
 	struct idem_buf		 hj = { 0 };
-	char			 id[24], st[24], ttl[24], rem[24];
-	const char		*vals[10];
-	int			 lens[10] = { 0 }, fmts[10] = { 0 };
-	int			 rc, body;
+	struct store_args	 a;
+	int			 rc;
 
 	if (req->txn.phased && (deadline_passed(req) ||
 	    idem_req_lease_check(req) != IDEM_LEASE_SURE))
@@ -419,44 +471,9 @@ store_and_commit(idem_req *req)
 		heartbeat_stop(req);
 	if (headers_json(req, &hj) == -1)
 		return -1;
-	idem_fmt_int(st, req->status);
 	memset(&rec, 0, sizeof(rec));
-	idem_fmt_int(ttl, req->txn.limits.ttl_ms);
-	if (req->txn.phased) {
-		idem_fmt_int(id, (long long)req->txn.record_id);
-		vals[0] = id;
-		vals[1] = req->txn.lease_token;
-		vals[2] = st;
-		vals[3] = hj.p;
-		body = 4;
-		vals[5] = ttl;
-		rec.sql = sql_finish;
-	} else {
-		idem_fmt_int(id, (long long)req->tenant);
-		vals[0] = id;
-		vals[1] = req->key;
-		vals[2] = req->method;
-		vals[3] = req->path;
-		vals[4] = (const char *)req->fingerprint;
-		lens[4] = 32;
-		fmts[4] = 1;
-		vals[5] = ttl;
-		vals[6] = st;
-		vals[7] = hj.p;
-		body = 8;
-		rec.sql = sql_complete;
-	}
-	vals[body] = req->resp.p ? req->resp.p : "";
-	lens[body] = (int)req->resp.len;
-	fmts[body] = 1;
-	if (!req->txn.phased) {
-		idem_fmt_int(rem, req->txn.limits.remember_ms);
-		vals[body + 1] = req->txn.limits.remember_ms > 0 ? rem : NULL;
-	}
-	rec.n = req->txn.phased ? 6 : body + 2;
-	rec.vals = vals;
-	rec.lens = lens;
-	rec.fmts = fmts;
+	memset(&a, 0, sizeof(a));
+	store_params(req, hj.p, &a, &rec);
 	rc = commit_with(req, &rec, &req->txn.key_expires);
 	idem_buf_free(&hj);
 	/* A broken connection is the database's failure, not a lost key. */
@@ -1055,84 +1072,107 @@ execute(idem_req *req)
 	expires_header(req);
 }
 
-void
-idem_idempotent_run(idem_req *req)
+/* The claim's parameters (sql_lookup's $1..$11) and their text. */
+struct claim_args {
+	char		 lock[24], ttl[24], lease[24], rem[24];
+	const char	*vals[11];
+	int		 lens[11];
+	int		 fmts[11];
+};
+
+static void
+claim_args(idem_req *req, struct claim_args *a)
 {
-	struct idem_claim_row	 row;
-	struct idem_q		 q[3];
-	char			 lock[24], ttl[24], lease[24], rem[24];
-	const char		*vals[11];
-	int			 lens[11] = { 32, 0, 0, 0, 32 };
-	int			 fmts[11] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 1 };
-	const PGresult		*r;
-	struct wait		 w = { WAIT_UNASKED, 0, 0, 0, 0 };
-	size_t			 nq;
-	long long		 sent;
-	int			 rc, waiting;
+	static const int	 lens[11] = { 32, 0, 0, 0, 32 };
+	static const int	 fmts[11] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 1 };
 
-	req->txn.phased = (req->route->flags & IDEM_ROUTE_PHASED) != 0;
-	idem_cfg_route_limits(&req->app->cfg, req->method, req->route->pattern,
-	    &req->txn.limits);
-	fingerprint(req);
-again:
-	waiting = 0;
-	if (idem_req_db(req) == NULL) {
-		unavailable(req);
-		wait_end(req, &w);
-		return;
-	}
-	lock_id(req, lock);
-	idem_fmt_int(ttl, req->txn.limits.ttl_ms);
-	idem_fmt_int(lease, req->txn.limits.lock_timeout_ms);
-	vals[0] = (const char *)req->secret_hash;
-	vals[1] = req->key;
-	vals[2] = req->method;
-	vals[3] = req->path;
-	vals[4] = (const char *)req->fingerprint;
-	vals[5] = ttl;
-	vals[6] = lock;
-	vals[7] = lease;
-	vals[8] = req->txn.phased ? "true" : "false";
-	vals[9] = req->txn.phased ? (req->canon.p ? req->canon.p : "") : NULL;
-	lens[9] = req->txn.phased ? (int)req->canon.len : 0;
-	idem_fmt_int(rem, req->txn.limits.remember_ms);
-	vals[10] = req->txn.limits.remember_ms > 0 ? rem : NULL;
+	memcpy(a->lens, lens, sizeof(lens));
+	memcpy(a->fmts, fmts, sizeof(fmts));
+	lock_id(req, a->lock);
+	idem_fmt_int(a->ttl, req->txn.limits.ttl_ms);
+	idem_fmt_int(a->lease, req->txn.limits.lock_timeout_ms);
+	a->vals[0] = (const char *)req->secret_hash;
+	a->vals[1] = req->key;
+	a->vals[2] = req->method;
+	a->vals[3] = req->path;
+	a->vals[4] = (const char *)req->fingerprint;
+	a->vals[5] = a->ttl;
+	a->vals[6] = a->lock;
+	a->vals[7] = a->lease;
+	a->vals[8] = req->txn.phased ? "true" : "false";
+	a->vals[9] = req->txn.phased ? (req->canon.p ? req->canon.p : "") :
+	    NULL;
+	a->lens[9] = req->txn.phased ? (int)req->canon.len : 0;
+	idem_fmt_int(a->rem, req->txn.limits.remember_ms);
+	a->vals[10] = req->txn.limits.remember_ms > 0 ? a->rem : NULL;
+}
 
-	memset(q, 0, sizeof(q));
+/* Sends the claim (q[1] is its answer); *sent: when it left. */
+static int
+claim_send(idem_req *req, struct claim_args *a, struct idem_q *q,
+    size_t *nqp, long long *sent)
+{
+	size_t		 nq;
+	int		 rc;
+
+	memset(q, 0, 3 * sizeof(*q));
 	q[0].sql = "BEGIN";
 	q[1].sql = sql_lookup;
 	q[1].n = 11;
-	q[1].vals = vals;
-	q[1].lens = lens;
-	q[1].fmts = fmts;
+	q[1].vals = a->vals;
+	q[1].lens = a->lens;
+	q[1].fmts = a->fmts;
 	q[1].binary = 1;
 	/* Phased: the new record and its lease commit at once, and nothing
 	 * else happened when the verdict is a replay, a 409 or a 422. */
 	nq = 2;
 	if (req->txn.phased)
 		q[nq++].sql = "COMMIT";
-	sent = idem_now_us();
+	*nqp = nq;
+	*sent = idem_now_us();
 	rc = idem_pipeline(req->db, req->stmts, q, nq, &req->round_trips);
 	if (rc == IDEM_RC_TRANSIENT && idem_db_broken(req->db)) {
 		/* Nothing happened yet: once more, on a re-established one. */
 		idem_pipeline_clear(q, nq);
 		idem_req_conn_release(req);
-		sent = idem_now_us();
+		*sent = idem_now_us();
 		if (idem_req_db(req) != NULL)
 			rc = idem_pipeline(req->db, req->stmts, q, nq,
 			    &req->round_trips);
 	}
-	if (rc != 0) {
-		idem_pipeline_clear(q, nq);
-		failed(req, rc);
-		wait_end(req, &w);
-		return;
+	return rc;
+}
+
+/* What the claim's verdict leaves to idem_idempotent_run. */
+enum claim_next {
+	CLAIM_ANSWERED,		/* the response is set */
+	CLAIM_EXECUTE,		/* this request owns the key: run it */
+	CLAIM_WAIT		/* a duplicate in flight: wait, claim again */
+};
+
+/* This request owns the key (new, or a phased one to resume). */
+static void
+claim_owned(idem_req *req, const PGresult *r,
+    const struct idem_claim_row *row, long long sent)
+{
+	req->tenant = get_i64(r, C_TENANT);
+	token_text(r, req->txn.lease_token);
+	if (req->txn.phased) {
+		req->txn.resumed = !row->inserted;
+		req->txn.record_id = get_i64(r, row->inserted ?
+		    C_INSERTED : C_ID);
+		strcpy(req->txn.recovery_point, row->inserted ?
+		    "started" : PQgetvalue(r, 0, C_POINT));
+		/* The claim took the lease: proven from its sending. */
+		req->txn.lease_sent_us = sent;
 	}
-	req->txn.in_txn = 1;
-	req->txn.txn_open = !req->txn.phased;
-	r = q[1].res;
-	claim_row(req, r, &row);
-	switch (idem_claim_verdict(&row, req->txn.phased)) {
+}
+
+static enum claim_next
+claim_answer(idem_req *req, const PGresult *r,
+    const struct idem_claim_row *row, long long sent, struct wait *w)
+{
+	switch (idem_claim_verdict(row, req->txn.phased)) {
 	case IDEM_V_UNAUTHORIZED:
 		idem_resp_problem(req, IDEM_P_UNAUTHORIZED,
 		    "a valid 'Authorization: Bearer' API key is required");
@@ -1141,25 +1181,8 @@ again:
 		break;
 	case IDEM_V_EXECUTE:
 	case IDEM_V_RESUME:
-		req->tenant = get_i64(r, C_TENANT);
-		token_text(r, req->txn.lease_token);
-		if (req->txn.phased) {
-			req->txn.resumed = !row.inserted;
-			req->txn.record_id = get_i64(r, row.inserted ?
-			    C_INSERTED : C_ID);
-			strcpy(req->txn.recovery_point, row.inserted ?
-			    "started" : PQgetvalue(r, 0, C_POINT));
-			/* The claim took the lease: proven from its sending. */
-			req->txn.lease_sent_us = sent;
-		}
-		idem_pipeline_clear(q, nq);
-		wait_executes(req, &w);
-		/* An owner holds its worker until its answer is stored. */
-		atomic_fetch_add(&req->app->owners, 1);
-		execute(req);
-		atomic_fetch_sub(&req->app->owners, 1);
-		wait_end(req, &w);
-		return;
+		claim_owned(req, r, row, sent);
+		return CLAIM_EXECUTE;
 	case IDEM_V_REPLAY:
 		req->tenant = get_i64(r, C_TENANT);
 		replay(req, r);
@@ -1179,20 +1202,65 @@ again:
 		break;
 	case IDEM_V_RACED:
 		req->tenant = get_i64(r, C_TENANT);
-		if ((waiting = wait_more(req, &w)))
-			break;
+		if (wait_more(req, w))
+			return CLAIM_WAIT;
 		in_flight(req, "a request with this Idempotency-Key has just "
 		    "been processed; retry");
 		break;
 	case IDEM_V_IN_FLIGHT:
 		req->tenant = get_i64(r, C_TENANT);
-		if ((waiting = wait_more(req, &w)))
-			break;
+		if (wait_more(req, w))
+			return CLAIM_WAIT;
 		in_flight(req, "a request with this Idempotency-Key is being "
 		    "processed; retry later");
 		break;
 	}
+	return CLAIM_ANSWERED;
+}
+
+void
+idem_idempotent_run(idem_req *req)
+{
+	struct idem_claim_row	 row;
+	struct idem_q		 q[3];
+	struct claim_args	 a;
+	struct wait		 w = { WAIT_UNASKED, 0, 0, 0, 0 };
+	size_t			 nq;
+	long long		 sent;
+	int			 rc;
+	enum claim_next		 next;
+
+	req->txn.phased = (req->route->flags & IDEM_ROUTE_PHASED) != 0;
+	idem_cfg_route_limits(&req->app->cfg, req->method, req->route->pattern,
+	    &req->txn.limits);
+	fingerprint(req);
+again:
+	if (idem_req_db(req) == NULL) {
+		unavailable(req);
+		wait_end(req, &w);
+		return;
+	}
+	claim_args(req, &a);
+	if ((rc = claim_send(req, &a, q, &nq, &sent)) != 0) {
+		idem_pipeline_clear(q, nq);
+		failed(req, rc);
+		wait_end(req, &w);
+		return;
+	}
+	req->txn.in_txn = 1;
+	req->txn.txn_open = !req->txn.phased;
+	claim_row(req, q[1].res, &row);
+	next = claim_answer(req, q[1].res, &row, sent, &w);
 	idem_pipeline_clear(q, nq);
+	if (next == CLAIM_EXECUTE) {
+		wait_executes(req, &w);
+		/* An owner holds its worker until its answer is stored. */
+		atomic_fetch_add(&req->app->owners, 1);
+		execute(req);
+		atomic_fetch_sub(&req->app->owners, 1);
+		wait_end(req, &w);
+		return;
+	}
 	/* Phased: committed with flight 1. */
 	if (!req->txn.phased) {
 		/* Holding the key's lock, wait: a retry must not find it
@@ -1203,7 +1271,7 @@ again:
 			rollback_async(req);
 		req->txn.txn_open = 0;
 	}
-	if (waiting) {
+	if (next == CLAIM_WAIT) {
 		wait_sleep(req, &w);
 		goto again;
 	}

@@ -321,15 +321,11 @@ hist_print(struct idem_buf *b, const char *name, const char *help,
 	    atomic_load(&h->count));
 }
 
-/* The whole exposition into b; the store's gauges only when db. */
+/* Requests by route and outcome. */
 static void
-render(idem_app *app, PGconn *db, struct idem_buf *b)
+render_requests(idem_app *app, struct idem_metrics *m, struct idem_buf *b)
 {
-	struct idem_metrics	*m = app->metrics;
 	const struct idem_route	*rt;
-	unsigned long long	 renewed, lost, hb_failed;
-	unsigned		 idle, busy;
-	PGresult		*r = NULL;
 	size_t			 i, o;
 
 	idem_buf_adds(b, "# HELP idem_requests_total Requests by route and "
@@ -348,6 +344,15 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 			    atomic_load(&m->requests[i * NOUT + o]));
 		}
 	}
+}
+
+/* Connections refused, waits, and the bytes held. */
+static void
+render_connections(idem_app *app, struct idem_metrics *m,
+    struct idem_buf *b)
+{
+	size_t	 i;
+
 	idem_buf_adds(b, "# HELP idem_connections_rejected_total FastCGI "
 	    "connections closed for their input (malformed, over a limit), "
 	    "for a request not whole within read_timeout, for a peer not "
@@ -387,6 +392,12 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	    "max_buffered.\n# TYPE idem_bodies_refused_total counter\n"
 	    "idem_bodies_refused_total %llu\n",
 	    atomic_load(&m->bodies_refused));
+}
+
+/* What the janitor did to keys. */
+static void
+render_keys(struct idem_metrics *m, struct idem_buf *b)
+{
 	idem_buf_addf(b, "# HELP idem_keys_evicted_total Expired keys "
 	    "evicted by this process.\n# TYPE idem_keys_evicted_total counter\n"
 	    "idem_keys_evicted_total %llu\n", atomic_load(&m->evicted));
@@ -408,6 +419,15 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	    "keys driven to completion by this process's completer.\n"
 	    "# TYPE idem_keys_completed_total counter\n"
 	    "idem_keys_completed_total %llu\n", atomic_load(&m->completed));
+}
+
+/* The heartbeat's leases and the janitor's runs. */
+static void
+render_background(idem_app *app, struct idem_metrics *m,
+    struct idem_buf *b)
+{
+	unsigned long long	 renewed, lost, hb_failed;
+
 	/* Kept by the heartbeat itself (a lower layer), read here. */
 	idem_heartbeat_counts(app->heartbeat, &renewed, &lost, &hb_failed);
 	idem_buf_addf(b, "# HELP idem_lease_renewals_total Leases renewed "
@@ -436,6 +456,15 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	    (double)app->cfg.evict_interval_ms / 1000);
 	hist_print(b, "idem_janitor_run_duration_seconds", "Duration of one "
 	    "janitor run (evict, reclaim, complete).", &m->janitor_run);
+}
+
+/* The database pool, request durations and webhook deliveries. */
+static void
+render_pool_events(idem_app *app, struct idem_metrics *m,
+    struct idem_buf *b)
+{
+	unsigned	 idle, busy;
+
 	idem_pool_counts(app->pool, &idle, &busy);
 	idem_buf_addf(b, "# HELP idem_pool_connections Database pool "
 	    "connections.\n# TYPE idem_pool_connections gauge\n"
@@ -473,12 +502,31 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 	    "idem_webhook_endpoints_disabled_total{reason=\"failing\"} %llu\n",
 	    atomic_load(&m->disabled[IDEM_ENDPOINT_GONE]),
 	    atomic_load(&m->disabled[IDEM_ENDPOINT_FAILING]));
+}
+
+/* The one row of sql; NULL (logged) when the store did not give it. */
+static PGresult *
+store_row(PGconn *db, const char *sql)
+{
+	PGresult	*r = PQexec(db, sql);
+
+	if (r != NULL && PQresultStatus(r) == PGRES_TUPLES_OK &&
+	    PQntuples(r) == 1)
+		return r;
+	idem_log(IDEM_LOG_WARN, "metrics: %s", PQerrorMessage(db));
+	PQclear(r);
+	return NULL;
+}
+
+/* The store's gauges, read from db. */
+static void
+render_store(PGconn *db, struct idem_buf *b)
+{
+	PGresult	*r;
 
 	/* Index-backed (sql/006): the cost does not grow with the table. */
-	if (db != NULL)
-		r = PQexec(db, "SELECT * FROM idem_store_gauges()");
-	if (r != NULL && PQresultStatus(r) == PGRES_TUPLES_OK &&
-	    PQntuples(r) == 1) {
+	r = store_row(db, "SELECT * FROM idem_store_gauges()");
+	if (r != NULL)
 		idem_buf_addf(b, "# HELP idem_oldest_live_key_age_seconds Age "
 		    "of the oldest unexpired key.\n"
 		    "# TYPE idem_oldest_live_key_age_seconds gauge\n"
@@ -497,14 +545,10 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 		    "idem_unfinished_keys %s\n", PQgetvalue(r, 0, 0),
 		    PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2),
 		    PQgetvalue(r, 0, 3));
-	} else if (db != NULL)
-		idem_log(IDEM_LOG_WARN, "metrics: %s", PQerrorMessage(db));
 	PQclear(r);
 	/* The outbox (sql/011, partial indexes). */
-	r = db != NULL ? PQexec(db, "SELECT * FROM idem_outbox_pending()") :
-	    NULL;
-	if (r != NULL && PQresultStatus(r) == PGRES_TUPLES_OK &&
-	    PQntuples(r) == 1)
+	r = store_row(db, "SELECT * FROM idem_outbox_pending()");
+	if (r != NULL)
 		idem_buf_addf(b, "# HELP idem_events_pending Webhook deliveries "
 		    "not yet delivered nor dead.\n"
 		    "# TYPE idem_events_pending gauge\n"
@@ -514,21 +558,31 @@ render(idem_app *app, PGconn *db, struct idem_buf *b)
 		    "# TYPE idem_events_oldest_pending_seconds gauge\n"
 		    "idem_events_oldest_pending_seconds %s\n",
 		    PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1));
-	else if (db != NULL)
-		idem_log(IDEM_LOG_WARN, "metrics: %s", PQerrorMessage(db));
 	PQclear(r);
 	/* Set aside by the completer (sql/009, a partial index). */
-	r = db != NULL ? PQexec(db, "SELECT idem_attention_count()") : NULL;
-	if (r != NULL && PQresultStatus(r) == PGRES_TUPLES_OK &&
-	    PQntuples(r) == 1)
+	r = store_row(db, "SELECT idem_attention_count()");
+	if (r != NULL)
 		idem_buf_addf(b, "# HELP idem_keys_attention Abandoned phased "
 		    "keys the completer gave up on: they need an operator "
 		    "(idemctl key show|retry|abandon).\n"
 		    "# TYPE idem_keys_attention gauge\n"
 		    "idem_keys_attention %s\n", PQgetvalue(r, 0, 0));
-	else if (db != NULL)
-		idem_log(IDEM_LOG_WARN, "metrics: %s", PQerrorMessage(db));
 	PQclear(r);
+}
+
+/* The whole exposition into b; the store's gauges only when db. */
+static void
+render(idem_app *app, PGconn *db, struct idem_buf *b)
+{
+	struct idem_metrics	*m = app->metrics;
+
+	render_requests(app, m, b);
+	render_connections(app, m, b);
+	render_keys(m, b);
+	render_background(app, m, b);
+	render_pool_events(app, m, b);
+	if (db != NULL)
+		render_store(db, b);
 }
 
 int

@@ -38,6 +38,26 @@ bounds(idem_json *j, const struct idem_member *m, const char *lo,
 	idem_json_kint(j, hi, m->max);
 }
 
+/* A string member's bounds, pattern and choices. */
+static void
+string_schema(idem_json *j, const struct idem_member *m, int nullable)
+{
+	const char *const	*e;
+
+	bounds(j, m, "minLength", "maxLength");
+	if (m->pattern != NULL)
+		idem_json_kstr(j, "pattern", m->pattern);
+	if (m->oneof != NULL) {
+		idem_json_key(j, "enum");
+		idem_json_array(j);
+		for (e = m->oneof; *e != NULL; e++)
+			idem_json_str(j, *e);
+		if (nullable)
+			idem_json_null(j);
+		idem_json_array_end(j);
+	}
+}
+
 /* A member's JSON Schema; optional ones also accept null (as absent).
  * response: the schema of an answer's member (see struct idem_response). */
 static void
@@ -47,7 +67,6 @@ schema_of_member(idem_json *j, const struct idem_member *m, int nullable,
 	static const char *const types[] = { [IDEM_T_INTEGER] = "integer",
 	    [IDEM_T_STRING] = "string", [IDEM_T_BOOLEAN] = "boolean",
 	    [IDEM_T_OBJECT] = "object", [IDEM_T_ARRAY] = "array" };
-	const char *const	*e;
 	const char		*t = m->type >= IDEM_T_INTEGER &&
 	    m->type <= IDEM_T_ARRAY ? types[m->type] : "null";
 
@@ -67,18 +86,7 @@ schema_of_member(idem_json *j, const struct idem_member *m, int nullable,
 		bounds(j, m, "minimum", "maximum");
 		break;
 	case IDEM_T_STRING:
-		bounds(j, m, "minLength", "maxLength");
-		if (m->pattern != NULL)
-			idem_json_kstr(j, "pattern", m->pattern);
-		if (m->oneof != NULL) {
-			idem_json_key(j, "enum");
-			idem_json_array(j);
-			for (e = m->oneof; *e != NULL; e++)
-				idem_json_str(j, *e);
-			if (nullable)
-				idem_json_null(j);
-			idem_json_array_end(j);
-		}
+		string_schema(j, m, nullable);
 		break;
 	case IDEM_T_OBJECT:
 		bounds(j, m, "minProperties", "maxProperties");
@@ -340,6 +348,40 @@ lists(const idem_app *app, const struct idem_route *rt, int p, int status)
 	    answers(app, rt, p);
 }
 
+/* The problem schema with the type URIs of this status, for a client to
+ * act on. */
+static void
+problem_types_of(idem_json *j, const idem_app *app,
+    const struct idem_route *rt, int status)
+{
+	char		 uri[512];
+	int		 p;
+
+	idem_json_key(j, "allOf");
+	idem_json_array(j);
+	idem_json_object(j);
+	idem_json_kstr(j, "$ref", "#/components/schemas/Problem");
+	idem_json_object_end(j);
+	idem_json_object(j);
+	idem_json_key(j, "properties");
+	idem_json_object(j);
+	idem_json_key(j, "type");
+	idem_json_object(j);
+	idem_json_key(j, "enum");
+	idem_json_array(j);
+	for (p = 0; p < idem_problem_count(app); p++)
+		if (lists(app, rt, p, status)) {
+			snprintf(uri, sizeof(uri), "%s%s", idem_problem_base(app),
+			    idem_problem_type(app, p)->slug);
+			idem_json_str(j, uri);
+		}
+	idem_json_array_end(j);		/* enum */
+	idem_json_object_end(j);	/* type */
+	idem_json_object_end(j);	/* properties */
+	idem_json_object_end(j);
+	idem_json_array_end(j);		/* allOf */
+}
+
 /*
  * The headers of the problems of one status: Retry-After on 503 and on
  * idempotency-key-in-flight's 409; those of a stored answer on what a
@@ -378,8 +420,7 @@ static void
 problems(idem_json *j, const idem_app *app, const struct idem_route *rt,
     int status)
 {
-	const char	*base = idem_problem_base(app);
-	char		 code[8], uri[512], desc[2048];
+	char		 code[8], desc[2048];
 	int		 p, n = 0;
 
 	desc[0] = '\0';
@@ -399,30 +440,7 @@ problems(idem_json *j, const idem_app *app, const struct idem_route *rt,
 	idem_json_kstr(j, "description", desc);
 	problem_headers(j, app, rt, status);
 	content(j, "application/problem+json");
-	idem_json_key(j, "allOf");
-	idem_json_array(j);
-	idem_json_object(j);
-	idem_json_kstr(j, "$ref", "#/components/schemas/Problem");
-	idem_json_object_end(j);
-	idem_json_object(j);
-	idem_json_key(j, "properties");
-	idem_json_object(j);
-	idem_json_key(j, "type");
-	idem_json_object(j);
-	/* The type URIs of this status, for a client to act on. */
-	idem_json_key(j, "enum");
-	idem_json_array(j);
-	for (p = 0; p < idem_problem_count(app); p++)
-		if (lists(app, rt, p, status)) {
-			snprintf(uri, sizeof(uri), "%s%s", base,
-			    idem_problem_type(app, p)->slug);
-			idem_json_str(j, uri);
-		}
-	idem_json_array_end(j);		/* enum */
-	idem_json_object_end(j);	/* type */
-	idem_json_object_end(j);	/* properties */
-	idem_json_object_end(j);
-	idem_json_array_end(j);		/* allOf */
+	problem_types_of(j, app, rt, status);
 	content_end(j);
 	idem_json_object_end(j);	/* the response */
 }
@@ -647,19 +665,14 @@ summary(idem_json *j, const idem_app *app, const struct idem_route *rt)
 	idem_json_kstr(j, "summary", sum);
 }
 
+/* An operation's parameters: its path's, its key, its query. */
 static void
-operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
+operation_parameters(idem_json *j, const struct idem_route *rt)
 {
-	struct idem_route_limits	 l;
 	const char			*s;
-	const char *const		*exclude;
-	char				 lower[16], name[64];
-	size_t				 i, nexclude;
+	char				 name[64];
+	size_t				 i;
 
-	lower_method(rt, lower, sizeof(lower));
-	idem_json_key(j, lower);
-	idem_json_object(j);
-	summary(j, app, rt);
 	idem_json_key(j, "parameters");
 	idem_json_array(j);
 	/* The pattern is stored twice, the copy cut at each '/'. */
@@ -676,6 +689,58 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 	for (i = 0; rt->query != NULL && rt->query[i].name != NULL; i++)
 		query_parameter(j, &rt->query[i]);
 	idem_json_array_end(j);
+}
+
+/* What the middleware enforces for an idempotent route, from the same
+ * function it uses. */
+static void
+x_idempotency(idem_json *j, const idem_app *app, const struct idem_route *rt)
+{
+	struct idem_route_limits	 l;
+	const char *const		*exclude;
+	size_t				 i, nexclude;
+
+	idem_cfg_route_limits(&app->cfg, rt->method, rt->pattern, &l);
+	idem_json_key(j, "x-idempotency");
+	idem_json_object(j);
+	idem_json_key(j, "required");
+	idem_json_bool(j, 1);
+	idem_json_key(j, "retention_seconds");
+	seconds(j, l.ttl_ms);
+	idem_json_key(j, "lease_seconds");
+	seconds(j, l.lock_timeout_ms);
+	/* The lease's name before it was one: kept for old readers. */
+	idem_json_key(j, "lock_timeout_seconds");
+	seconds(j, l.lock_timeout_ms);
+	exclude = idem_cfg_route_exclude(&app->cfg, rt->method,
+	    rt->pattern, &nexclude);
+	if (nexclude > 0) {
+		/* Members a retry may change: not fingerprinted. */
+		idem_json_key(j, "fingerprint_exclude");
+		idem_json_array(j);
+		for (i = 0; i < nexclude; i++)
+			idem_json_str(j, exclude[i]);
+		idem_json_array_end(j);
+	}
+	if (l.remember_ms > 0) {
+		/* A retry this long after expiry is still
+		 * recognised: 410 idempotency-key-expired. */
+		idem_json_key(j, "remember_seconds");
+		seconds(j, l.remember_ms);
+	}
+	idem_json_object_end(j);
+}
+
+static void
+operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
+{
+	char				 lower[16];
+
+	lower_method(rt, lower, sizeof(lower));
+	idem_json_key(j, lower);
+	idem_json_object(j);
+	summary(j, app, rt);
+	operation_parameters(j, rt);
 	if (rt->flags & IDEM_ROUTE_JSON) {
 		idem_json_key(j, "requestBody");
 		idem_json_object(j);
@@ -701,39 +766,8 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 		idem_json_object_end(j);
 	}
 	idem_json_array_end(j);
-	if (rt->flags & IDEM_ROUTE_IDEMPOTENT) {
-		/* What the middleware enforces for this route, from the same
-		 * function it uses. */
-		idem_cfg_route_limits(&app->cfg, rt->method, rt->pattern, &l);
-		idem_json_key(j, "x-idempotency");
-		idem_json_object(j);
-		idem_json_key(j, "required");
-		idem_json_bool(j, 1);
-		idem_json_key(j, "retention_seconds");
-		seconds(j, l.ttl_ms);
-		idem_json_key(j, "lease_seconds");
-		seconds(j, l.lock_timeout_ms);
-		/* The lease's name before it was one: kept for old readers. */
-		idem_json_key(j, "lock_timeout_seconds");
-		seconds(j, l.lock_timeout_ms);
-		exclude = idem_cfg_route_exclude(&app->cfg, rt->method,
-		    rt->pattern, &nexclude);
-		if (nexclude > 0) {
-			/* Members a retry may change: not fingerprinted. */
-			idem_json_key(j, "fingerprint_exclude");
-			idem_json_array(j);
-			for (i = 0; i < nexclude; i++)
-				idem_json_str(j, exclude[i]);
-			idem_json_array_end(j);
-		}
-		if (l.remember_ms > 0) {
-			/* A retry this long after expiry is still
-			 * recognised: 410 idempotency-key-expired. */
-			idem_json_key(j, "remember_seconds");
-			seconds(j, l.remember_ms);
-		}
-		idem_json_object_end(j);
-	}
+	if (rt->flags & IDEM_ROUTE_IDEMPOTENT)
+		x_idempotency(j, app, rt);
 	idem_json_object_end(j);
 }
 
@@ -747,12 +781,10 @@ path_key(idem_json *j, const char *pattern)
 	idem_json_key(j, buf);
 }
 
+/* The response headers' components. */
 static void
-components(idem_json *j)
+header_components(idem_json *j)
 {
-	static const char *const members[][2] = { { "type", "string" },
-	    { "title", "string" }, { "status", "integer" },
-	    { "detail", "string" }, { "instance", "string" } };
 	/* The response headers: component name, JSON type, description. */
 	static const char *const headers[][3] = {
 	    { "Location", "string", "the URI of the resource created" },
@@ -766,16 +798,6 @@ components(idem_json *j)
 	      "the same Idempotency-Key" } };
 	size_t	i;
 
-	idem_json_key(j, "components");
-	idem_json_object(j);
-	idem_json_key(j, "securitySchemes");
-	idem_json_object(j);
-	idem_json_key(j, "bearer");
-	idem_json_object(j);
-	idem_json_kstr(j, "type", "http");
-	idem_json_kstr(j, "scheme", "bearer");
-	idem_json_object_end(j);
-	idem_json_object_end(j);
 	idem_json_key(j, "headers");
 	idem_json_object(j);
 	for (i = 0; i < sizeof(headers) / sizeof(headers[0]); i++) {
@@ -796,6 +818,17 @@ components(idem_json *j)
 		idem_json_object_end(j);
 	}
 	idem_json_object_end(j);
+}
+
+/* The RFC 9457 problem's schema. */
+static void
+problem_schema(idem_json *j)
+{
+	static const char *const members[][2] = { { "type", "string" },
+	    { "title", "string" }, { "status", "integer" },
+	    { "detail", "string" }, { "instance", "string" } };
+	size_t	i;
+
 	idem_json_key(j, "schemas");
 	idem_json_object(j);
 	idem_json_key(j, "Problem");
@@ -817,6 +850,23 @@ components(idem_json *j)
 	idem_json_array_end(j);
 	idem_json_object_end(j);
 	idem_json_object_end(j);
+}
+
+static void
+components(idem_json *j)
+{
+	idem_json_key(j, "components");
+	idem_json_object(j);
+	idem_json_key(j, "securitySchemes");
+	idem_json_object(j);
+	idem_json_key(j, "bearer");
+	idem_json_object(j);
+	idem_json_kstr(j, "type", "http");
+	idem_json_kstr(j, "scheme", "bearer");
+	idem_json_object_end(j);
+	idem_json_object_end(j);
+	header_components(j);
+	problem_schema(j);
 	idem_json_object_end(j);
 }
 
@@ -832,26 +882,10 @@ static const char webhook_doc[] =
 	"answer, or none in time, is retried with backoff under the same "
 	"webhook-id, so deduplicate on webhook-id.";
 
-/* One webhook event: the POST its receivers get. */
+/* The Standard Webhooks headers of a delivery. */
 static void
-webhook(idem_json *j, const struct idem_webhook_decl *w)
+webhook_parameters(idem_json *j)
 {
-	static const char *const fails[] = { "4XX", "5XX" };
-	char	id[16 + IDEM_EVENT_TYPE_MAX];
-	size_t	i;
-
-	idem_json_key(j, w->type);
-	idem_json_object(j);
-	idem_json_key(j, "post");
-	idem_json_object(j);
-	/* The type's '.' and '-' are not an operationId's. */
-	snprintf(id, sizeof(id), "webhook_%s", w->type);
-	for (i = 0; id[i] != '\0'; i++)
-		if (id[i] == '.' || id[i] == '-')
-			id[i] = '_';
-	idem_json_kstr(j, "operationId", id);
-	idem_json_kstr(j, "summary", w->summary);
-	idem_json_kstr(j, "description", webhook_doc);
 	idem_json_key(j, "parameters");
 	idem_json_array(j);
 	parameter(j, "webhook-id", "header", "^[A-Za-z0-9_-]+$", "the "
@@ -863,6 +897,12 @@ webhook(idem_json *j, const struct idem_webhook_decl *w)
 	    "HMAC-SHA256 of id.timestamp.body under the endpoint's secret "
 	    "(several separated by spaces)", 0);
 	idem_json_array_end(j);
+}
+
+/* A delivery's body: the event, its data declared by the application. */
+static void
+webhook_body(idem_json *j, const struct idem_webhook_decl *w)
+{
 	idem_json_key(j, "requestBody");
 	idem_json_object(j);
 	idem_json_key(j, "required");
@@ -904,6 +944,15 @@ webhook(idem_json *j, const struct idem_webhook_decl *w)
 	idem_json_bool(j, 0);
 	content_end(j);
 	idem_json_object_end(j);	/* requestBody */
+}
+
+/* What a receiver's answers mean. */
+static void
+webhook_responses(idem_json *j)
+{
+	static const char *const fails[] = { "4XX", "5XX" };
+	size_t	i;
+
 	idem_json_key(j, "responses");
 	idem_json_object(j);
 	idem_json_key(j, "2XX");
@@ -918,6 +967,30 @@ webhook(idem_json *j, const struct idem_webhook_decl *w)
 		idem_json_object_end(j);
 	}
 	idem_json_object_end(j);	/* responses */
+}
+
+/* One webhook event: the POST its receivers get. */
+static void
+webhook(idem_json *j, const struct idem_webhook_decl *w)
+{
+	char	id[16 + IDEM_EVENT_TYPE_MAX];
+	size_t	i;
+
+	idem_json_key(j, w->type);
+	idem_json_object(j);
+	idem_json_key(j, "post");
+	idem_json_object(j);
+	/* The type's '.' and '-' are not an operationId's. */
+	snprintf(id, sizeof(id), "webhook_%s", w->type);
+	for (i = 0; id[i] != '\0'; i++)
+		if (id[i] == '.' || id[i] == '-')
+			id[i] = '_';
+	idem_json_kstr(j, "operationId", id);
+	idem_json_kstr(j, "summary", w->summary);
+	idem_json_kstr(j, "description", webhook_doc);
+	webhook_parameters(j);
+	webhook_body(j, w);
+	webhook_responses(j);
 	/* The receiver checks the signature, not credentials. */
 	idem_json_key(j, "security");
 	idem_json_array(j);
@@ -947,19 +1020,10 @@ static const char api_doc[] =
 	"the operation happened; look it up.  Integer members accept only "
 	"integer literals (no fraction, no exponent) within +-(2^53-1).";
 
-idem_json *
-idem_openapi(const idem_app *app)
+/* info, and servers when configured. */
+static void
+info(idem_json *j, const idem_app *app)
 {
-	const struct idem_route	*rt, *o;
-	char			 type[512];
-	idem_json		*j;
-	size_t			 i, k;
-	int			 p;
-
-	if ((j = idem_json_new()) == NULL)
-		return NULL;
-	idem_json_object(j);
-	idem_json_kstr(j, "openapi", "3.1.0");
 	idem_json_key(j, "info");
 	idem_json_object(j);
 	idem_json_kstr(j, "title", app->name);
@@ -983,9 +1047,17 @@ idem_openapi(const idem_app *app)
 	    app->cfg.openapi_server_url : "/");
 	idem_json_object_end(j);
 	idem_json_array_end(j);
+}
+
+/* One path item per pattern, its methods together. */
+static void
+paths(idem_json *j, const idem_app *app)
+{
+	const struct idem_route	*rt, *o;
+	size_t			 i, k;
+
 	idem_json_key(j, "paths");
 	idem_json_object(j);
-	/* One path item per pattern, its methods together. */
 	for (i = 0; i < app->router.nroutes; i++) {
 		rt = &app->router.routes[i];
 		for (k = 0; k < i; k++)
@@ -1004,18 +1076,18 @@ idem_openapi(const idem_app *app)
 		idem_json_object_end(j);
 	}
 	idem_json_object_end(j);
-	/* OpenAPI 3.1's own section for what the API sends. */
-	if (app->nwebhooks > 0) {
-		idem_json_key(j, "webhooks");
-		idem_json_object(j);
-		for (i = 0; i < app->nwebhooks; i++)
-			webhook(j, &app->webhooks[i]);
-		idem_json_object_end(j);
-	}
-	components(j);
+}
+
+/* The library's problem types, then the application's
+ * (idem_app_problem()). */
+static void
+problem_types(idem_json *j, const idem_app *app)
+{
+	char			 type[512];
+	int			 p;
+
 	idem_json_key(j, "x-problem-types");
 	idem_json_array(j);
-	/* The library's types, then the application's (idem_app_problem()). */
 	for (p = 0; p < idem_problem_count(app); p++) {
 		snprintf(type, sizeof(type), "%s%s", idem_problem_base(app),
 		    idem_problem_type(app, p)->slug);
@@ -1026,6 +1098,30 @@ idem_openapi(const idem_app *app)
 		idem_json_object_end(j);
 	}
 	idem_json_array_end(j);
+}
+
+idem_json *
+idem_openapi(const idem_app *app)
+{
+	idem_json		*j;
+	size_t			 i;
+
+	if ((j = idem_json_new()) == NULL)
+		return NULL;
+	idem_json_object(j);
+	idem_json_kstr(j, "openapi", "3.1.0");
+	info(j, app);
+	paths(j, app);
+	/* OpenAPI 3.1's own section for what the API sends. */
+	if (app->nwebhooks > 0) {
+		idem_json_key(j, "webhooks");
+		idem_json_object(j);
+		for (i = 0; i < app->nwebhooks; i++)
+			webhook(j, &app->webhooks[i]);
+		idem_json_object_end(j);
+	}
+	components(j);
+	problem_types(j, app);
 	idem_json_object_end(j);
 	return j;
 }

@@ -58,19 +58,15 @@ auth_refused(idem_req *req, enum idem_auth_result rc)
 	}
 }
 
-/* Returns 0 when req is ready for its handler; else the response is set. */
+/*
+ * prepare's steps: each returns 0 to go on, or -1 with the response set.
+ */
+
+/* The method, path, query string and peer address. */
 static int
-prepare(idem_req *req)
+prepare_target(idem_req *req)
 {
-	const struct idem_cfg	*cfg = &req->app->cfg;
 	const char		*uri, *q, *m, *v;
-	unsigned long long	 cl;
-	char			 allow[128], err[128];
-	struct idem_jcs_limits	 lim;
-	const char *const	*exclude;
-	size_t			 nexclude;
-	enum idem_match		 mt;
-	enum idem_key_verdict	 kv;
 	size_t			 plen;
 
 	m = idem_fcgi_param(req->in, "REQUEST_METHOD");
@@ -108,6 +104,15 @@ prepare(idem_req *req)
 		return -1;
 	}
 	req->remote_addr = idem_fcgi_param(req->in, "REMOTE_ADDR");
+	return 0;
+}
+
+/* The announced body length into *cl, within the limits. */
+static int
+prepare_length(idem_req *req, unsigned long long *clp)
+{
+	const struct idem_cfg	*cfg = &req->app->cfg;
+	unsigned long long	 cl;
 
 	if (idem_http_content_length(idem_fcgi_param(req->in,
 	    "CONTENT_LENGTH"), &cl) == -1) {
@@ -127,6 +132,16 @@ prepare(idem_req *req)
 		    "too many request bodies are being received; retry later");
 		return -1;
 	}
+	*clp = cl;
+	return 0;
+}
+
+/* The route, then the body of length cl. */
+static int
+prepare_route(idem_req *req, unsigned long long cl)
+{
+	char			 allow[128];
+	enum idem_match		 mt;
 
 	mt = idem_router_match(&req->app->router, req->method, req->path,
 	    &req->route, &req->params, allow, sizeof(allow));
@@ -145,6 +160,14 @@ prepare(idem_req *req)
 		    "request body is shorter than Content-Length");
 		return -1;
 	}
+	return 0;
+}
+
+/* Who may call the route: local peers, or a known secret. */
+static int
+prepare_auth(idem_req *req)
+{
+	const struct idem_cfg	*cfg = &req->app->cfg;
 
 	if (req->route->flags & IDEM_ROUTE_LOCAL) {
 		if (!idem_addr_allowed(cfg->metrics_allow, req->remote_addr)) {
@@ -163,6 +186,15 @@ prepare(idem_req *req)
 		    idem_auth(req)))
 			return -1;
 	}
+	return 0;
+}
+
+/* The Idempotency-Key of an idempotent route. */
+static int
+prepare_key(idem_req *req)
+{
+	const char		*v;
+	enum idem_key_verdict	 kv;
 
 	if (req->route->flags & IDEM_ROUTE_IDEMPOTENT) {
 		/* Raw: an oversized value is invalid, not missing. */
@@ -184,54 +216,79 @@ prepare(idem_req *req)
 		}
 		req->has_key = 1;
 	}
+	return 0;
+}
 
+/* A JSON body: canonical form (and the fingerprint's), parsed. */
+static int
+prepare_json(idem_req *req)
+{
+	const struct idem_cfg	*cfg = &req->app->cfg;
+	char			 err[128];
+	struct idem_jcs_limits	 lim;
+	const char *const	*exclude;
+	size_t			 nexclude;
+
+	if (!idem_http_is_json(idem_req_header(req, "Content-Type"))) {
+		idem_resp_problem(req, IDEM_P_MEDIA_TYPE,
+		    "the body must be application/json");
+		return -1;
+	}
+	lim.max_depth = IDEM_JSON_MAX_DEPTH;
+	lim.max_values = cfg->max_json_values;
+	/* The route's fingerprint_exclude: its own form for the
+	 * fingerprint; canon stays whole (kept for the completer). */
+	exclude = idem_cfg_route_exclude(cfg, req->route->method,
+	    req->route->pattern, &nexclude);
+	switch (idem_jcs_canonicalize_pruned(req->body, req->bodylen,
+	    &lim, exclude, nexclude, &req->canon,
+	    nexclude > 0 ? &req->fpcanon : NULL, err, sizeof(err))) {
+	case IDEM_JCS_OK:
+		break;
+	case IDEM_JCS_TOO_MANY:
+		idem_resp_problem(req, IDEM_P_TOO_LARGE, "%s", err);
+		return -1;
+	case IDEM_JCS_NOMEM:
+		idem_resp_problem(req, IDEM_P_INTERNAL, "%s", err);
+		return -1;
+	case IDEM_JCS_INVALID:
+	default:
+		idem_resp_problem(req, IDEM_P_INVALID_JSON, "%s", err);
+		return -1;
+	}
+	/*
+	 * The canonicaliser admitted the body (valid, bounded in
+	 * depth, unique names).  The validator and the handler read
+	 * it as written, numbers as their literals: the canonical
+	 * form, through doubles, is the fingerprint's only.
+	 */
+	req->json = yajl_tree_parse(req->body, NULL, 0);
+	if (req->json == NULL) {
+		idem_resp_problem(req, IDEM_P_INTERNAL,
+		    "cannot parse the request");
+		return -1;
+	}
+	/* Declared validation: refused before the key is used. */
+	if (idem_req_body_check(req) == -1)
+		return -1;
+	return 0;
+}
+
+/* Returns 0 when req is ready for its handler; else the response is set. */
+static int
+prepare(idem_req *req)
+{
+	unsigned long long	 cl;
+
+	if (prepare_target(req) == -1 || prepare_length(req, &cl) == -1 ||
+	    prepare_route(req, cl) == -1 || prepare_auth(req) == -1 ||
+	    prepare_key(req) == -1)
+		return -1;
 	/* Declared query parameters: refused before the key is used. */
 	if (idem_req_query_check(req) == -1)
 		return -1;
-	if (req->route->flags & IDEM_ROUTE_JSON) {
-		if (!idem_http_is_json(idem_req_header(req, "Content-Type"))) {
-			idem_resp_problem(req, IDEM_P_MEDIA_TYPE,
-			    "the body must be application/json");
-			return -1;
-		}
-		lim.max_depth = IDEM_JSON_MAX_DEPTH;
-		lim.max_values = cfg->max_json_values;
-		/* The route's fingerprint_exclude: its own form for the
-		 * fingerprint; canon stays whole (kept for the completer). */
-		exclude = idem_cfg_route_exclude(cfg, req->route->method,
-		    req->route->pattern, &nexclude);
-		switch (idem_jcs_canonicalize_pruned(req->body, req->bodylen,
-		    &lim, exclude, nexclude, &req->canon,
-		    nexclude > 0 ? &req->fpcanon : NULL, err, sizeof(err))) {
-		case IDEM_JCS_OK:
-			break;
-		case IDEM_JCS_TOO_MANY:
-			idem_resp_problem(req, IDEM_P_TOO_LARGE, "%s", err);
-			return -1;
-		case IDEM_JCS_NOMEM:
-			idem_resp_problem(req, IDEM_P_INTERNAL, "%s", err);
-			return -1;
-		case IDEM_JCS_INVALID:
-		default:
-			idem_resp_problem(req, IDEM_P_INVALID_JSON, "%s", err);
-			return -1;
-		}
-		/*
-		 * The canonicaliser admitted the body (valid, bounded in
-		 * depth, unique names).  The validator and the handler read
-		 * it as written, numbers as their literals: the canonical
-		 * form, through doubles, is the fingerprint's only.
-		 */
-		req->json = yajl_tree_parse(req->body, NULL, 0);
-		if (req->json == NULL) {
-			idem_resp_problem(req, IDEM_P_INTERNAL,
-			    "cannot parse the request");
-			return -1;
-		}
-		/* Declared validation: refused before the key is used. */
-		if (idem_req_body_check(req) == -1)
-			return -1;
-	}
+	if (req->route->flags & IDEM_ROUTE_JSON)
+		return prepare_json(req);
 	return 0;
 }
 

@@ -159,6 +159,36 @@ usage(const char *name)
 	    "[complete [max] | deliver [max]]\n", name);
 }
 
+/* "complete [max]": one completer run instead of serving;
+ * "deliver [max]": one run of the outbox's dispatcher.  0, or 2 (said). */
+static int
+command_args(idem_app *app, int argc, char *argv[])
+{
+	char	*end;
+
+	if (optind >= argc)
+		return 0;
+	if ((strcmp(argv[optind], "complete") != 0 &&
+	    strcmp(argv[optind], "deliver") != 0) || argc - optind > 2) {
+		usage(argv[0]);
+		return 2;
+	}
+	app->command = strcmp(argv[optind], "complete") == 0 ?
+	    "complete" : "deliver";
+	app->command_max = strcmp(app->command, "complete") == 0 ?
+	    100 : 10000;
+	if (argc - optind == 2) {
+		app->command_max = strtol(argv[optind + 1], &end, 10);
+		if (*end != '\0' || app->command_max < 1 ||
+		    app->command_max > 1000000) {
+			fprintf(stderr, "%s: %s: max is 1 to "
+			    "1000000\n", argv[0], app->command);
+			return 2;
+		}
+	}
+	return 0;
+}
+
 int
 idem_app_init(idem_app *app, int argc, char *argv[])
 {
@@ -187,29 +217,8 @@ idem_app_init(idem_app *app, int argc, char *argv[])
 			usage(argv[0]);
 			return 2;
 		}
-	/* "complete [max]": one completer run instead of serving;
-	 * "deliver [max]": one run of the outbox's dispatcher. */
-	if (optind < argc) {
-		if ((strcmp(argv[optind], "complete") != 0 &&
-		    strcmp(argv[optind], "deliver") != 0) ||
-		    argc - optind > 2) {
-			usage(argv[0]);
-			return 2;
-		}
-		app->command = strcmp(argv[optind], "complete") == 0 ?
-		    "complete" : "deliver";
-		app->command_max = strcmp(app->command, "complete") == 0 ?
-		    100 : 10000;
-		if (argc - optind == 2) {
-			app->command_max = strtol(argv[optind + 1], &end, 10);
-			if (*end != '\0' || app->command_max < 1 ||
-			    app->command_max > 1000000) {
-				fprintf(stderr, "%s: %s: max is 1 to "
-				    "1000000\n", argv[0], app->command);
-				return 2;
-			}
-		}
-	}
+	if (command_args(app, argc, argv) == 2)
+		return 2;
 	if (conf != NULL &&
 	    idem_cfg_load(&app->cfg, conf, err, sizeof(err)) == -1) {
 		fprintf(stderr, "%s: %s\n", argv[0], err);

@@ -44,16 +44,84 @@ enum attempt {
 	ATTEMPT_HOPELESS	/* cannot succeed: set aside */
 };
 
+/* The request a record was created for, rebuilt into req: ATTEMPT_DONE
+ * when it is ready to run, else what the attempt came to (err: why). */
+static enum attempt
+rebuild(idem_app *app, idem_req *req, const PGresult *r, int row, char *err,
+    size_t errsz)
+{
+	char		 allow[64];
+	const char	*body = PQgetvalue(r, row, C_BODY);
+	size_t		 bodylen = (size_t)PQgetlength(r, row, C_BODY);
+
+	if (PQgetvalue(r, row, C_REVOKED)[0] == 't') {
+		snprintf(err, errsz, "the tenant's API key is revoked");
+		return ATTEMPT_HOPELESS;
+	}
+	if (PQgetlength(r, row, C_METHOD) >= (int)sizeof(req->method) ||
+	    PQgetlength(r, row, C_KEY) > IDEM_KEY_MAX ||
+	    PQgetlength(r, row, C_SECRET) != 32)
+		return ATTEMPT_HOPELESS;
+	strcpy(req->method, PQgetvalue(r, row, C_METHOD));
+	strcpy(req->key, PQgetvalue(r, row, C_KEY));
+	req->has_key = 1;
+	memcpy(req->secret_hash, PQgetvalue(r, row, C_SECRET), 32);
+	/* Stored canonical: it is its own canonical form, as when it came. */
+	if ((req->path = strdup(PQgetvalue(r, row, C_PATH))) == NULL ||
+	    (req->body = malloc(bodylen + 1)) == NULL ||
+	    idem_buf_add(&req->canon, body, bodylen) == -1 ||
+	    idem_buf_addc(&req->canon, '\0') == -1) {
+		snprintf(err, errsz, "out of memory");
+		return ATTEMPT_FAILED;
+	}
+	memcpy(req->body, body, bodylen);
+	req->body[bodylen] = '\0';
+	req->bodylen = bodylen;
+	req->canon.len = bodylen;
+	if (idem_router_match(&app->router, req->method, req->path,
+	    &req->route, &req->params, allow, sizeof(allow)) != IDEM_MATCH_OK ||
+	    !(req->route->flags & IDEM_ROUTE_PHASED)) {
+		snprintf(err, errsz, "no phased route %s %s", req->method,
+		    req->path);
+		return ATTEMPT_HOPELESS;
+	}
+	if ((req->json = yajl_tree_parse(req->canon.p, NULL, 0)) == NULL) {
+		snprintf(err, errsz, "the stored request is not JSON");
+		return ATTEMPT_HOPELESS;
+	}
+	return ATTEMPT_DONE;
+}
+
+/* What the re-run request's outcome means for the record. */
+static enum attempt
+outcome_attempt(const idem_req *req, char *err, size_t errsz)
+{
+	switch (req->outcome) {
+	case IDEM_OUT_CREATED:
+	case IDEM_OUT_REPLAYED:		/* a retry completed it meanwhile */
+		return ATTEMPT_DONE;
+	case IDEM_OUT_IN_FLIGHT:	/* a retry or a completer owns it */
+		return ATTEMPT_BUSY;
+	case IDEM_OUT_REJECTED:		/* 401 (revoked since), 422 */
+		snprintf(err, errsz, "answered %d before the handler",
+		    req->status);
+		return req->status == 401 || req->status == 422 ?
+		    ATTEMPT_HOPELESS : ATTEMPT_FAILED;
+	default:
+		snprintf(err, errsz, "answered %d (%s)", req->status,
+		    idem_outcome_name(req->outcome) ?
+		    idem_outcome_name(req->outcome) : "-");
+		return ATTEMPT_FAILED;
+	}
+}
+
 /* One record, re-run as a synthetic request; err gets why it failed. */
 static enum attempt
 complete_one(idem_app *app, const PGresult *r, int row, char *err,
     size_t errsz)
 {
 	idem_req	 req;
-	char		 allow[64];
-	const char	*body;
-	size_t		 bodylen;
-	enum attempt	 rc = ATTEMPT_HOPELESS;
+	enum attempt	 rc;
 
 	memset(&req, 0, sizeof(req));
 	req.app = app;
@@ -62,81 +130,16 @@ complete_one(idem_app *app, const PGresult *r, int row, char *err,
 	idem_trace_begin(&req);
 	idem_log_bind(req.request_id, req.trace.trace_id);
 	snprintf(err, errsz, "unusable record");
-	if (PQgetvalue(r, row, C_REVOKED)[0] == 't') {
-		snprintf(err, errsz, "the tenant's API key is revoked");
-		goto out;
+	if ((rc = rebuild(app, &req, r, row, err, errsz)) == ATTEMPT_DONE) {
+		idem_idempotent_run(&req);
+		idem_metrics_pool_waits(app, &req);
+		rc = outcome_attempt(&req, err, errsz);
+		idem_log(rc == ATTEMPT_DONE ? IDEM_LOG_INFO : IDEM_LOG_WARN,
+		    "completer: key record %s (%s %s) %s, status %d",
+		    PQgetvalue(r, row, C_ID), req.method, req.path,
+		    rc == ATTEMPT_DONE ? "completed" : rc == ATTEMPT_BUSY ?
+		    "owned by another request" : "not completed", req.status);
 	}
-	if (PQgetlength(r, row, C_METHOD) >= (int)sizeof(req.method) ||
-	    PQgetlength(r, row, C_KEY) > IDEM_KEY_MAX ||
-	    PQgetlength(r, row, C_SECRET) != 32)
-		goto out;
-	strcpy(req.method, PQgetvalue(r, row, C_METHOD));
-	strcpy(req.key, PQgetvalue(r, row, C_KEY));
-	req.has_key = 1;
-	memcpy(req.secret_hash, PQgetvalue(r, row, C_SECRET), 32);
-	if ((req.path = strdup(PQgetvalue(r, row, C_PATH))) == NULL) {
-		rc = ATTEMPT_FAILED;
-		snprintf(err, errsz, "out of memory");
-		goto out;
-	}
-	body = PQgetvalue(r, row, C_BODY);
-	bodylen = (size_t)PQgetlength(r, row, C_BODY);
-	/* Stored canonical: it is its own canonical form, as when it came. */
-	if ((req.body = malloc(bodylen + 1)) == NULL) {
-		rc = ATTEMPT_FAILED;
-		snprintf(err, errsz, "out of memory");
-		goto out;
-	}
-	memcpy(req.body, body, bodylen);
-	req.body[bodylen] = '\0';
-	req.bodylen = bodylen;
-	if (idem_buf_add(&req.canon, body, bodylen) == -1 ||
-	    idem_buf_addc(&req.canon, '\0') == -1) {
-		rc = ATTEMPT_FAILED;
-		snprintf(err, errsz, "out of memory");
-		goto out;
-	}
-	req.canon.len = bodylen;
-	if (idem_router_match(&app->router, req.method, req.path, &req.route,
-	    &req.params, allow, sizeof(allow)) != IDEM_MATCH_OK ||
-	    !(req.route->flags & IDEM_ROUTE_PHASED)) {
-		snprintf(err, errsz, "no phased route %s %s", req.method,
-		    req.path);
-		goto out;
-	}
-	if ((req.json = yajl_tree_parse(req.canon.p, NULL, 0)) == NULL) {
-		snprintf(err, errsz, "the stored request is not JSON");
-		goto out;
-	}
-	idem_idempotent_run(&req);
-	idem_metrics_pool_waits(app, &req);
-	switch (req.outcome) {
-	case IDEM_OUT_CREATED:
-	case IDEM_OUT_REPLAYED:		/* a retry completed it meanwhile */
-		rc = ATTEMPT_DONE;
-		break;
-	case IDEM_OUT_IN_FLIGHT:	/* a retry or a completer owns it */
-		rc = ATTEMPT_BUSY;
-		break;
-	case IDEM_OUT_REJECTED:		/* 401 (revoked since), 422 */
-		rc = req.status == 401 || req.status == 422 ?
-		    ATTEMPT_HOPELESS : ATTEMPT_FAILED;
-		snprintf(err, errsz, "answered %d before the handler",
-		    req.status);
-		break;
-	default:
-		rc = ATTEMPT_FAILED;
-		snprintf(err, errsz, "answered %d (%s)", req.status,
-		    idem_outcome_name(req.outcome) ?
-		    idem_outcome_name(req.outcome) : "-");
-		break;
-	}
-	idem_log(rc == ATTEMPT_DONE ? IDEM_LOG_INFO : IDEM_LOG_WARN,
-	    "completer: key record %s (%s %s) %s, status %d",
-	    PQgetvalue(r, row, C_ID), req.method, req.path,
-	    rc == ATTEMPT_DONE ? "completed" : rc == ATTEMPT_BUSY ?
-	    "owned by another request" : "not completed", req.status);
-out:
 	if (rc == ATTEMPT_HOPELESS)
 		idem_log(IDEM_LOG_WARN, "completer: key record %s: %s",
 		    PQgetvalue(r, row, C_ID), err);

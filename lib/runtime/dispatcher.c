@@ -28,6 +28,7 @@
 #include "private.h"
 #include "delivery.h"
 #include "outbox.h"
+#include "service.h"
 
 /* The eviction batches one run makes at most, so that a backlog of old
  * events delays no delivery for long; the next run goes on. */
@@ -788,13 +789,10 @@ idem_dispatcher_start(idem_app *app)
 		return 0;
 	if ((d = calloc(1, sizeof(*d))) == NULL)
 		return -1;
-	pthread_mutex_init(&d->mu, NULL);
-	pthread_cond_init(&d->cv, NULL);
 	app->dispatcher = d;
-	if (pthread_create(&d->th, NULL, dispatcher_main, app) != 0) {
+	if (idem_service_start(IDEM_SERVICE_OF(d, CLOCK_REALTIME),
+	    dispatcher_main, app) == -1) {
 		app->dispatcher = NULL;
-		pthread_mutex_destroy(&d->mu);
-		pthread_cond_destroy(&d->cv);
 		free(d);
 		return -1;
 	}
@@ -805,28 +803,17 @@ int
 idem_dispatcher_stop(idem_app *app, const struct timespec *deadline)
 {
 	struct idem_dispatcher	*d = app->dispatcher;
-	int			 done;
 
 	if (d == NULL)
 		return 0;
-	pthread_mutex_lock(&d->mu);
-	d->stop = 1;
-	pthread_cond_broadcast(&d->cv);
-	while (!d->done && pthread_cond_timedwait(&d->cv, &d->mu, deadline)
-	    != ETIMEDOUT)
-		continue;
-	done = d->done;
-	pthread_mutex_unlock(&d->mu);
-	if (!done) {
+	if (idem_service_stop(IDEM_SERVICE_OF(d, CLOCK_REALTIME), deadline) ==
+	    -1) {
 		/* In a call to an endpoint: its delivery is taken, and due
 		 * again once its hold lapses. */
 		idem_log(IDEM_LOG_WARN, "dispatcher: still delivering at the "
 		    "drain deadline");
 		return -1;
 	}
-	pthread_join(d->th, NULL);
-	pthread_mutex_destroy(&d->mu);
-	pthread_cond_destroy(&d->cv);
 	free(d);
 	app->dispatcher = NULL;
 	return 0;

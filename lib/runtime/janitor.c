@@ -15,6 +15,7 @@
 
 #include "private.h"
 #include "backoff.h"
+#include "service.h"
 
 /* Abandoned keys one janitor run completes at most. */
 #define COMPLETE_BATCH	10
@@ -32,6 +33,74 @@ struct idem_janitor {
 	int		 duty;	/* eviction's share of time (backoff.h) */
 };
 
+/* Expired keys, within the run's budget: 0, 2 (more left) or -1. */
+static int
+evict_step(idem_app *app, int duty, long long until_us)
+{
+	long	 evicted = 0, remembered = 0;
+	int	 rc;
+
+	/* A connection per batch, none held through the pauses (store.c). */
+	rc = idem_evict_bounded(app->pool, app->cfg.acquire_timeout_ms,
+	    app->cfg.evict_batch, 0, until_us, duty, &app->stopping, &evicted,
+	    &remembered);
+	if (rc == -1)
+		return -1;
+	idem_metrics_add(app, IDEM_M_EVICTED, evicted);
+	idem_metrics_add(app, IDEM_M_REMEMBERED, remembered);
+	if (evicted > 0 || rc == 2)
+		idem_log(IDEM_LOG_INFO, "janitor: evicted %ld keys "
+		    "(%ld remembered)%s", evicted, remembered,
+		    rc == 2 ? ", more left" : "");
+	if (rc == 2)
+		idem_log(IDEM_LOG_DEBUG, "janitor: evicting at %d%% "
+		    "of the time", duty);
+	return rc;
+}
+
+/* The traces whose remember window passed, in the same budget
+ * (sql/010): 0, 2 (more left) or -1. */
+static int
+forget_step(idem_app *app, int duty, long long until_us)
+{
+	long	 forgotten = 0;
+	int	 frc;
+
+	frc = idem_forget_bounded(app->pool, app->cfg.acquire_timeout_ms,
+	    app->cfg.evict_batch, 0, until_us, duty, &app->stopping,
+	    &forgotten);
+	if (frc == -1)
+		return -1;
+	idem_metrics_add(app, IDEM_M_FORGOTTEN, forgotten);
+	if (forgotten > 0 || frc == 2)
+		idem_log(IDEM_LOG_INFO, "janitor: forgot %ld remembered keys%s",
+		    forgotten, frc == 2 ? ", more left" : "");
+	return frc;
+}
+
+/* Only rows whose lease is older than lock_timeout, which is longer
+ * than any request may run; safe from several processes at once. */
+static int
+reclaim_step(idem_app *app)
+{
+	PGconn	*db;
+	long	 reclaimed = 0;
+	int	 rc = 0;
+
+	if ((db = idem_pool_acquire(app->pool, app->cfg.acquire_timeout_ms,
+	    NULL)) == NULL)
+		return -1;
+	if (idem_reclaim(db, app->cfg.lock_timeout_ms, &reclaimed) == -1)
+		rc = -1;
+	else if (reclaimed > 0) {
+		idem_metrics_add(app, IDEM_M_RECLAIMED, reclaimed);
+		idem_log(IDEM_LOG_INFO, "janitor: reclaimed %ld stuck keys",
+		    reclaimed);
+	}
+	idem_pool_release(app->pool, db);
+	return rc;
+}
+
 /*
  * One run: 0 done, 2 a backlog is left, -1 a database error.  A backlog is
  * evicted at duty percent of the time (backoff.h: batches then pauses), so
@@ -40,61 +109,16 @@ struct idem_janitor {
 static int
 run_once(idem_app *app, int duty)
 {
-	PGconn		*db;
-	long		 evicted = 0, remembered = 0, forgotten = 0;
-	long		 reclaimed = 0, completed, left;
+	long		 completed, left;
 	long long	 until_us = idem_now_us() + RUN_BUDGET_MS * 1000LL;
-	int		 rc, frc, crc;
+	int		 rc, crc;
 
-	/* A connection per batch, none held through the pauses (store.c). */
-	rc = idem_evict_bounded(app->pool, app->cfg.acquire_timeout_ms,
-	    app->cfg.evict_batch, 0, until_us, duty, &app->stopping, &evicted,
-	    &remembered);
-	if (rc != -1) {
-		idem_metrics_add(app, IDEM_M_EVICTED, evicted);
-		idem_metrics_add(app, IDEM_M_REMEMBERED, remembered);
-		if (evicted > 0 || rc == 2)
-			idem_log(IDEM_LOG_INFO, "janitor: evicted %ld keys "
-			    "(%ld remembered)%s", evicted, remembered,
-			    rc == 2 ? ", more left" : "");
-		if (rc == 2)
-			idem_log(IDEM_LOG_DEBUG, "janitor: evicting at %d%% "
-			    "of the time", duty);
-	}
-	/* The traces whose remember window passed, in the same budget
-	 * (sql/010); first come the keys, which hold the most. */
-	if (rc == 0) {
-		frc = idem_forget_bounded(app->pool,
-		    app->cfg.acquire_timeout_ms, app->cfg.evict_batch, 0,
-		    until_us, duty, &app->stopping, &forgotten);
-		if (frc == -1)
-			rc = -1;
-		else {
-			idem_metrics_add(app, IDEM_M_FORGOTTEN, forgotten);
-			if (forgotten > 0 || frc == 2)
-				idem_log(IDEM_LOG_INFO, "janitor: forgot %ld "
-				    "remembered keys%s", forgotten, frc == 2 ?
-				    ", more left" : "");
-			if (frc == 2)
-				rc = 2;
-		}
-	}
-	/* Only rows whose lease is older than lock_timeout, which is longer
-	 * than any request may run; safe from several processes at once. */
-	if (rc != -1) {
-		if ((db = idem_pool_acquire(app->pool,
-		    app->cfg.acquire_timeout_ms, NULL)) == NULL)
-			return -1;
-		if (idem_reclaim(db, app->cfg.lock_timeout_ms,
-		    &reclaimed) == -1)
-			rc = -1;
-		else if (reclaimed > 0) {
-			idem_metrics_add(app, IDEM_M_RECLAIMED, reclaimed);
-			idem_log(IDEM_LOG_INFO, "janitor: reclaimed %ld stuck "
-			    "keys", reclaimed);
-		}
-		idem_pool_release(app->pool, db);
-	}
+	rc = evict_step(app, duty, until_us);
+	/* First come the keys, which hold the most. */
+	if (rc == 0)
+		rc = forget_step(app, duty, until_us);
+	if (rc != -1 && reclaim_step(app) == -1)
+		rc = -1;
 	if (rc == -1 || atomic_load(&app->stopping))
 		return rc == -1 ? -1 : 0;
 	/* Bounded per run: each record may take a whole handler's time. */
@@ -120,13 +144,8 @@ janitor_main(void *arg)
 
 	for (;;) {
 		idem_deadline(CLOCK_REALTIME, wait_ms, &next);
-		pthread_mutex_lock(&j->mu);
-		while (!j->stop && pthread_cond_timedwait(&j->cv, &j->mu,
-		    &next) != ETIMEDOUT)
-			continue;
-		rc = j->stop;
-		pthread_mutex_unlock(&j->mu);
-		if (rc)
+		if (idem_service_wait(IDEM_SERVICE_OF(j, CLOCK_REALTIME),
+		    &next))
 			break;
 		t0 = idem_now_us();
 		rc = run_once(app, j->duty);
@@ -136,10 +155,7 @@ janitor_main(void *arg)
 		wait_ms = rc == 2 ? BACKLOG_PAUSE_MS :
 		    app->cfg.evict_interval_ms;
 	}
-	pthread_mutex_lock(&j->mu);
-	j->done = 1;
-	pthread_cond_broadcast(&j->cv);
-	pthread_mutex_unlock(&j->mu);
+	idem_service_exit(IDEM_SERVICE_OF(j, CLOCK_REALTIME));
 	return NULL;
 }
 
@@ -150,14 +166,11 @@ idem_janitor_start(idem_app *app)
 
 	if ((j = calloc(1, sizeof(*j))) == NULL)
 		return -1;
-	pthread_mutex_init(&j->mu, NULL);
-	pthread_cond_init(&j->cv, NULL);
 	j->duty = IDEM_EVICT_DUTY_MIN;
 	app->janitor = j;
-	if (pthread_create(&j->th, NULL, janitor_main, app) != 0) {
+	if (idem_service_start(IDEM_SERVICE_OF(j, CLOCK_REALTIME), janitor_main,
+	    app) == -1) {
 		app->janitor = NULL;
-		pthread_mutex_destroy(&j->mu);
-		pthread_cond_destroy(&j->cv);
 		free(j);
 		return -1;
 	}
@@ -168,27 +181,16 @@ int
 idem_janitor_stop(idem_app *app, const struct timespec *deadline)
 {
 	struct idem_janitor	*j = app->janitor;
-	int			 done;
 
 	if (j == NULL)
 		return 0;
-	pthread_mutex_lock(&j->mu);
-	j->stop = 1;
-	pthread_cond_broadcast(&j->cv);
-	while (!j->done && pthread_cond_timedwait(&j->cv, &j->mu, deadline)
-	    != ETIMEDOUT)
-		continue;
-	done = j->done;
-	pthread_mutex_unlock(&j->mu);
-	if (!done) {
+	if (idem_service_stop(IDEM_SERVICE_OF(j, CLOCK_REALTIME), deadline) ==
+	    -1) {
 		/* Still in a batch or a completion: leave it to the exit. */
 		idem_log(IDEM_LOG_WARN, "janitor: still running at the drain "
 		    "deadline");
 		return -1;
 	}
-	pthread_join(j->th, NULL);
-	pthread_mutex_destroy(&j->mu);
-	pthread_cond_destroy(&j->cv);
 	free(j);
 	app->janitor = NULL;
 	return 0;

@@ -105,25 +105,13 @@ seterr(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-struct idem_test *
-idem_test_new(idem_app *app, const char *config, char *err, size_t errlen)
+/* The configuration as the program's -c would load it. */
+static int
+init_with(idem_app *app, const char *config)
 {
-	struct idem_test	*t;
-	char			*argv[4], name[96];
-	PGconn			*db;
+	char			*argv[4];
 	int			 argc = 1, saved = optind, rc;
-	static unsigned		 nkeys;
 
-	if (app == NULL) {
-		seterr(err, errlen, "no application");
-		return NULL;
-	}
-	if ((t = calloc(1, sizeof(*t))) == NULL) {
-		seterr(err, errlen, "out of memory");
-		return NULL;
-	}
-	t->app = app;
-	/* The configuration as the program's -c would load it. */
 	argv[0] = (char *)"idem_test";
 	if (config != NULL) {
 		argv[argc++] = (char *)"-c";
@@ -138,7 +126,47 @@ idem_test_new(idem_app *app, const char *config, char *err, size_t errlen)
 #endif
 	rc = idem_app_init(app, argc, argv);
 	optind = saved;
-	if (rc != 0) {
+	return rc;
+}
+
+/* A key of its own per harness: tests do not share tenants. */
+static int
+own_key(struct idem_test *t, const char *config, char *err, size_t errlen)
+{
+	char			 name[96];
+	PGconn			*db;
+	static unsigned		 nkeys;
+
+	if ((db = idem_db_open(config, NULL, err, errlen)) == NULL)
+		return -1;
+	snprintf(name, sizeof(name), "idem_test-%ld-%u", (long)getpid(),
+	    nkeys++);
+	if (idem_api_key_create(db, name, t->secret, sizeof(t->secret),
+	    &t->tenant) != 0) {
+		seterr(err, errlen, "cannot create an API key: %s "
+		    "(is the schema migrated?)", PQerrorMessage(db));
+		PQfinish(db);
+		return -1;
+	}
+	PQfinish(db);
+	return 0;
+}
+
+struct idem_test *
+idem_test_new(idem_app *app, const char *config, char *err, size_t errlen)
+{
+	struct idem_test	*t;
+
+	if (app == NULL) {
+		seterr(err, errlen, "no application");
+		return NULL;
+	}
+	if ((t = calloc(1, sizeof(*t))) == NULL) {
+		seterr(err, errlen, "out of memory");
+		return NULL;
+	}
+	t->app = app;
+	if (init_with(app, config) != 0) {
 		seterr(err, errlen, "%s: the configuration is refused (the "
 		    "reason is on stderr)", config ? config : "(none)");
 		goto fail;
@@ -150,19 +178,8 @@ idem_test_new(idem_app *app, const char *config, char *err, size_t errlen)
 		    "(the reason is on stderr)");
 		goto fail;
 	}
-	/* A key of its own per harness: tests do not share tenants. */
-	if ((db = idem_db_open(config, NULL, err, errlen)) == NULL)
+	if (own_key(t, config, err, errlen) != 0)
 		goto fail;
-	snprintf(name, sizeof(name), "idem_test-%ld-%u", (long)getpid(),
-	    nkeys++);
-	if (idem_api_key_create(db, name, t->secret, sizeof(t->secret),
-	    &t->tenant) != 0) {
-		seterr(err, errlen, "cannot create an API key: %s "
-		    "(is the schema migrated?)", PQerrorMessage(db));
-		PQfinish(db);
-		goto fail;
-	}
-	PQfinish(db);
 	snprintf(t->auth, sizeof(t->auth), "Bearer %s", t->secret);
 	if (config != NULL && (t->config = strdup(config)) == NULL) {
 		seterr(err, errlen, "out of memory");

@@ -20,16 +20,14 @@ import re
 import socket
 import struct
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_args  # noqa: E402
-from direct import (App, api_key, done, instrumented, ok,  # noqa: E402
-                    wait_for, write_conf)
-from slowpeers import (BODY, connect_unix, params, record,  # noqa: E402
-                       rss_kib, timed)
+from direct import run_args, run_main  # noqa: E402
+from direct import done, instrumented, check, wait_for  # noqa: E402
+from slowpeers import (connect_unix, params, record,  # noqa: E402
+                       rss_kib, timed, warm_app)
 import httpc  # noqa: E402  (tests/integration, on the path via direct)
 
 THREADS = 4
@@ -91,26 +89,9 @@ def answer_of(s):
 
 def main():
     a = run_args()
-    tmp = tempfile.mkdtemp(prefix="idem-buffered.")
-    conf = os.path.join(tmp, "app.ini")
-    write_conf(conf, a.pghost, a.pgport,
-               "[server]\nthreads = %d\nread_timeout = %ds\n"
-               % (THREADS, READ_TIMEOUT))
-    secret = api_key(a.builddir, a.srcdir, conf, "buffered-%d" % os.getpid())
-    sock = os.path.join(tmp, "app.sock")
-    app = App(a.builddir, conf, sock, os.path.join(tmp, "app.log"))
+    tmp, sock, secret, app, create = warm_app(a, "buffered", "bf", THREADS,
+                                              READ_TIMEOUT)
     pid = app.proc.pid
-    n_key = [0]
-
-    def create():
-        n_key[0] += 1
-        return timed(sock, params("POST", "/v1/payments", secret, len(BODY),
-                                  "bf-%d-%d" % (os.getpid(), n_key[0])),
-                     BODY)
-
-    for _ in range(3):
-        timed(sock, params("GET", "/healthz"))
-        create()
     refused0 = metric(sock, "idem_bodies_refused_total")
     rss0 = rss_kib(pid)
 
@@ -143,24 +124,24 @@ def main():
         probes.append(("healthz", timed(sock, params("GET", "/healthz"))))
         probes.append(("create", create()))
         time.sleep(0.02)
-    ok(status == 0, "%d connections sent %d of the %d bytes they "
-       "announced (%.1f s)" % (FLOOD, SENT, ANNOUNCED, flood_s))
+    check.expect(status == 0, "%d connections sent %d of the %d bytes they "
+                 "announced (%.1f s)" % (FLOOD, SENT, ANNOUNCED, flood_s))
     worst = max(t for _, (t, _) in probes)
     bad = [(n, round(t, 3), r and r.status) for n, (t, r) in probes
            if r is None or r.status not in (200, 201) or t > BOUND]
-    ok(not bad, "GET /healthz -> 200 and an authenticated POST "
-       "/v1/payments -> 201 within 100 ms throughout the flood (%d "
-       "answers, worst %.1f ms)" % (len(probes), worst * 1e3), bad[:10])
+    check.expect(not bad, "GET /healthz -> 200 and an authenticated POST "
+                 "/v1/payments -> 201 within 100 ms throughout the flood (%d "
+                 "answers, worst %.1f ms)" % (len(probes), worst * 1e3), bad[:10])
     hwm = hwm_kib(pid)
     # Under a sanitizer, RSS says nothing about the app itself.
     skip = " # SKIP the app runs under a sanitizer or valgrind" \
         if instrumented(pid) else ""
-    ok(skip or hwm < HWM_BOUND, "peak RSS (VmHWM) %d KiB < %d KiB (%d KiB "
-       "before)%s" % (hwm, HWM_BOUND, rss0, skip))
+    check.expect(skip or hwm < HWM_BOUND, "peak RSS (VmHWM) %d KiB < %d KiB (%d KiB "
+                 "before)%s" % (hwm, HWM_BOUND, rss0, skip))
     held = metric(sock, "idem_buffered_bytes")
-    ok(held is not None and 0 < held <= HELD_MAX * ANNOUNCED,
-       "idem_buffered_bytes %s: at most %d bodies of 1 MiB held"
-       % (held, HELD_MAX))
+    check.expect(held is not None and 0 < held <= HELD_MAX * ANNOUNCED,
+                 "idem_buffered_bytes %s: at most %d bodies of 1 MiB held"
+                 % (held, HELD_MAX))
 
     # Who got what: the held wait for their body; the others were answered.
     answered = {}
@@ -171,18 +152,18 @@ def main():
     refused = [c for k, v in answered.items() if k for c in v]
     r = httpc.parse_cgi_response(refused[0]) if refused else None
     problem = json.loads(r.body) if r is not None else {}
-    ok(1 <= waiting <= HELD_MAX and len(refused) == FLOOD - waiting,
-       "%d wait for the rest of their body, %d were answered at once"
-       % (waiting, len(refused)), list(answered)[:5])
-    ok(r is not None and r.status == 503 and r.header("Retry-After") == "1"
-       and problem.get("type", "").endswith("/service-unavailable") and
-       all(httpc.parse_cgi_response(c).status == 503 for c in refused),
-       "each answered 503 service-unavailable, Retry-After: 1, before "
-       "its body", r and (r.status, r.headers, r.body[:200]))
+    check.expect(1 <= waiting <= HELD_MAX and len(refused) == FLOOD - waiting,
+                 "%d wait for the rest of their body, %d were answered at once"
+                 % (waiting, len(refused)), list(answered)[:5])
+    check.expect(r is not None and r.status == 503 and r.header("Retry-After") == "1"
+                 and problem.get("type", "").endswith("/service-unavailable") and
+                 all(httpc.parse_cgi_response(c).status == 503 for c in refused),
+                 "each answered 503 service-unavailable, Retry-After: 1, before "
+                 "its body", r and (r.status, r.headers, r.body[:200]))
     refused1 = metric(sock, "idem_bodies_refused_total")
-    ok(refused0 == 0 and refused1 == len(refused),
-       "idem_bodies_refused_total counts them: %s -> %s"
-       % (refused0, refused1))
+    check.expect(refused0 == 0 and refused1 == len(refused),
+                 "idem_bodies_refused_total counts them: %s -> %s"
+                 % (refused0, refused1))
 
     # read_timeout closes them all; nothing is held then.  Meanwhile the
     # held bodies stay: so do the answers' bounds.
@@ -197,23 +178,23 @@ def main():
     worst = max([t for _, (t, _) in probes] or [0])
     bad = [(n, round(t, 3), r and r.status) for n, (t, r) in probes
            if r is None or r.status not in (200, 201) or t > BOUND]
-    ok(not bad, "and while the held bodies wait for read_timeout (%d "
-       "answers, worst %.1f ms)" % (len(probes), worst * 1e3), bad[:10])
+    check.expect(not bad, "and while the held bodies wait for read_timeout (%d "
+                 "answers, worst %.1f ms)" % (len(probes), worst * 1e3), bad[:10])
     for s in conns:
         s.close()
-    ok(metric(sock, "idem_buffered_bytes") == 0, "after read_timeout "
-       "nothing is held (idem_buffered_bytes 0, %.1f s after the flood "
-       "began)" % gone)
+    check.expect(metric(sock, "idem_buffered_bytes") == 0, "after read_timeout "
+                 "nothing is held (idem_buffered_bytes 0, %.1f s after the flood "
+                 "began)" % gone)
     after = [create() for _ in range(3)]
-    ok(all(r is not None and r.status == 201 and t <= BOUND
-           for t, r in after), "an authenticated POST /v1/payments -> 201 "
-       "within 100 ms afterwards",
-       [(round(t, 3), r and r.status) for t, r in after])
+    check.expect(all(r is not None and r.status == 201 and t <= BOUND
+                     for t, r in after), "an authenticated POST /v1/payments -> 201 "
+                 "within 100 ms afterwards",
+                 [(round(t, 3), r and r.status) for t, r in after])
     rss1 = wait_for(lambda: rss_kib(pid) <= rss0 + 8192 and rss_kib(pid),
                     3) or rss_kib(pid)
-    ok(skip or rss1 <= rss0 + 8192, "RSS back near its level (within 8 "
-       "MiB): %d KiB before, %d KiB at its peak, %d KiB after%s"
-       % (rss0, hwm, rss1, skip))
+    check.expect(skip or rss1 <= rss0 + 8192, "RSS back near its level (within 8 "
+                 "MiB): %d KiB before, %d KiB at its peak, %d KiB after%s"
+                 % (rss0, hwm, rss1, skip))
     # A body aborted by its web server (kept connection) gives its room
     # back at once, its connection still open.
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -229,14 +210,14 @@ def main():
     s.sendall(record(httpc.FCGI_ABORT_REQUEST, b""))
     ended = s.recv(64)
     after = wait_for(lambda: metric(sock, "idem_buffered_bytes") == 0, 5)
-    ok(during and len(ended) >= 16 and ended[1] == httpc.FCGI_END_REQUEST
-       and after, "a body aborted (FCGI_ABORT_REQUEST, kept connection) "
-       "held %d bytes, gives them back once ended (%s)"
-       % (ANNOUNCED, metric(sock, "idem_buffered_bytes")))
+    check.expect(during and len(ended) >= 16 and ended[1] == httpc.FCGI_END_REQUEST
+                 and after, "a body aborted (FCGI_ABORT_REQUEST, kept connection) "
+                 "held %d bytes, gives them back once ended (%s)"
+                 % (ANNOUNCED, metric(sock, "idem_buffered_bytes")))
     s.close()
-    ok(app.stop() == 0, "the app exits 0 on SIGTERM afterwards")
+    check.expect(app.stop() == 0, "the app exits 0 on SIGTERM afterwards")
     return done()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -1,4 +1,5 @@
-"""direct.py - shared parts of the direct FastCGI tests: TAP output, an
+"""direct.py - shared parts of the direct FastCGI tests: TAP output
+(harness.py's assertions, one test each: check.expect), an
 API key, a payments.fcgi on its own socket, requests sent with cgi-fcgi;
 a database of a test's own (psql), the eviction lock held, and scrapes of
 a [metrics] listen socket."""
@@ -7,6 +8,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -18,22 +20,51 @@ import urllib.request
 # for the tests here).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "integration"))
-from harness import free_port, instrumented  # noqa: E402,F401
+from harness import Failed, free_port, instrumented  # noqa: E402,F401
 
 N = 0
 FAILED = 0
+APPS = []       # every App started, stopped by run_main at the end
 
 
-def ok(cond, name, diag=None):
-    global N, FAILED
-    N += 1
-    print("%sok %d - %s" % ("" if cond else "not ", N, name))
-    if not cond:
-        FAILED += 1
-        if diag is not None:
+class Check:
+    """harness.py's assertions (expect, expect_eq; Failed on a failure)
+    for a direct program, where each assertion is one TAP test: one that
+    holds prints "ok N - what"; one that fails prints "not ok N - what"
+    with diag and raises Failed, which ends the program (run_main); the
+    program's finally blocks clean up on the way out."""
+
+    def expect(self, cond, what, diag=None):
+        global N, FAILED
+        N += 1
+        print("%sok %d - %s" % ("" if cond else "not ", N, what))
+        if not cond and diag is not None:
             print("#   " + str(diag).replace("\n", "\n#   "))
-    sys.stdout.flush()
-    return cond
+        sys.stdout.flush()
+        if not cond:
+            FAILED += 1
+            raise Failed(what)
+
+    def expect_eq(self, got, want, what):
+        self.expect(got == want, what, None if got == want else
+                    "expected %r, got %r" % (want, got))
+
+
+check = Check()
+
+
+def run_main(main):
+    """main() of a direct program, to sys.exit(): its done(), or, once an
+    assertion failed, the plan of what ran; the apps it started and left
+    running are stopped."""
+    try:
+        return main()
+    except Failed:
+        return done()
+    finally:
+        for app in APPS:
+            if app.proc.poll() is None:
+                app.stop()
 
 
 def missing(name, why):
@@ -48,6 +79,19 @@ def missing(name, why):
     FAILED += 1 if failed else 0
     print(line.replace(" - ", " %d - " % N, 1))
     sys.stdout.flush()
+
+
+def remove_tmp(tmp, db=None):
+    """A program's temporary directory removed, unless IDEM_KEEP_TMP=1
+    (then named); db (a Db): its database dropped first."""
+    if db is not None:
+        db.sql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % db.name,
+               db="postgres")
+    if os.environ.get("IDEM_KEEP_TMP") != "1":
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        print("# kept %s" % tmp)
 
 
 def run_args():
@@ -89,6 +133,7 @@ class App:
         self.proc = subprocess.Popen(
             [os.path.join(builddir, "apps/payments/payments.fcgi"), "-c",
              conf, "-l", sock], stderr=self.log)
+        APPS.append(self)
         deadline = time.time() + 10
         while not listening(sock) and time.time() < deadline:
             if self.proc.poll() is not None:
@@ -125,6 +170,18 @@ class App:
         self.log.flush()
         with open(self.log.name) as f:
             return [json.loads(line) for line in f if line.startswith("{")]
+
+    def terminate(self, timeout):
+        """SIGTERM: (its exit status, None when it had to be killed after
+        timeout seconds; how long it took)."""
+        t0 = time.time()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = None
+        return rc, time.time() - t0
 
     def stop(self):
         self.proc.terminate()

@@ -25,8 +25,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_args  # noqa: E402
-from direct import (App, api_key, done, free_port, ok, scrape,  # noqa
+from direct import run_args, run_main  # noqa: E402
+from direct import (App, api_key, done, free_port, check, scrape,  # noqa
                     wait_for, write_conf)
 from slowpeers import connect_unix, fds, params, timed  # noqa
 
@@ -125,22 +125,20 @@ def main():
     app = App(a.builddir, conf, sock, os.path.join(tmp, "app.log"))
     pid = app.proc.pid
     t, r = timed(sock, params("GET", "/healthz"))
-    if not ok(r is not None and r.status == 200, "the app answers /healthz "
-              "(%.1f ms)" % (t * 1e3)):
-        app.stop()
-        return done()
+    check.expect(r is not None and r.status == 200, "the app answers /healthz "
+                 "(%.1f ms)" % (t * 1e3))
     before = fd_limit(mport)
-    ok(before == 0, "idem_connections_rejected_total{reason=\"fd_limit\"} "
-       "is exposed and starts at 0", before)
+    check.expect(before == 0, "idem_connections_rejected_total{reason=\"fd_limit\"} "
+                 "is exposed and starts at 0", before)
     resource.prlimit(pid, resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
     fd0 = fds(pid)
 
     idle = open_idle(sock, IDLE)
     full = wait_for(lambda: fds(pid) >= NOFILE - 1, 5)
     saturated = time.monotonic()
-    ok(len(idle) == IDLE and full, "%d idle connections opened, the app at "
-       "its limit (%d descriptors of %d; %d before)"
-       % (len(idle), fds(pid), NOFILE, fd0))
+    check.expect(len(idle) == IDLE and full, "%d idle connections opened, the app at "
+                 "its limit (%d descriptors of %d; %d before)"
+                 % (len(idle), fds(pid), NOFILE, fd0))
     scrape = scrape_started(mport)
     waiting = Waiting(sock)
     # A moment for the threads to find the limit, then the window.
@@ -151,21 +149,21 @@ def main():
     time.sleep(WINDOW)
     c1, t1 = cpu_seconds(pid), time.monotonic()
     rate = (c1 - c0) / (t1 - t0)
-    ok(rate < CPU_BOUND, "while saturated the process spends %.3f "
-       "CPU-seconds per second (< %.2f) over %.1f s"
-       % (rate, CPU_BOUND, t1 - t0))
+    check.expect(rate < CPU_BOUND, "while saturated the process spends %.3f "
+                 "CPU-seconds per second (< %.2f) over %.1f s"
+                 % (rate, CPU_BOUND, t1 - t0))
     lines1 = (len(limit_lines(app, "runtime: no descriptor")),
               len(limit_lines(app, "metrics: accept")))
     most = int(t1 - t0) + 1
-    ok(lines1[0] >= 1 and lines1[0] - lines0[0] <= most,
-       "the FastCGI listener's limit is logged, at most once a second "
-       "(%d lines in all, %d in %.1f s)" % (lines1[0], lines1[0] - lines0[0],
-                                            t1 - t0),
-       limit_lines(app, "runtime: no descriptor")[-3:])
-    ok(lines1[1] >= 1 and lines1[1] - lines0[1] <= most,
-       "the metrics listener's too (%d lines in all, %d in %.1f s)"
-       % (lines1[1], lines1[1] - lines0[1], t1 - t0),
-       limit_lines(app, "metrics: accept")[-3:])
+    check.expect(lines1[0] >= 1 and lines1[0] - lines0[0] <= most,
+                 "the FastCGI listener's limit is logged, at most once a second "
+                 "(%d lines in all, %d in %.1f s)" % (lines1[0], lines1[0] - lines0[0],
+                                                      t1 - t0),
+                 limit_lines(app, "runtime: no descriptor")[-3:])
+    check.expect(lines1[1] >= 1 and lines1[1] - lines0[1] <= most,
+                 "the metrics listener's too (%d lines in all, %d in %.1f s)"
+                 % (lines1[1], lines1[1] - lines0[1], t1 - t0),
+                 limit_lines(app, "metrics: accept")[-3:])
 
     # Descriptors freed: served at once.
     freed = time.monotonic()
@@ -174,33 +172,33 @@ def main():
     t, r = timed(sock, params("GET", "/healthz"))
     took = time.monotonic() - freed
     waiting.join(5)
-    ok(waiting.status == 200 and waiting.done - freed <= BOUND,
-       "the GET /healthz that waited in the backlog while saturated -> 200 "
-       "within %d ms of the idle connections' close (%s)"
-       % (BOUND * 1e3, "%.1f ms" % ((waiting.done - freed) * 1e3)
-          if waiting.done else "no answer"), waiting.status)
-    ok(r is not None and r.status == 200 and took <= BOUND,
-       "a new GET /healthz -> 200 within %d ms of the idle connections' "
-       "close (%.1f ms)" % (BOUND * 1e3, took * 1e3), r and r.status)
+    check.expect(waiting.status == 200 and waiting.done - freed <= BOUND,
+                 "the GET /healthz that waited in the backlog while saturated -> 200 "
+                 "within %d ms of the idle connections' close (%s)"
+                 % (BOUND * 1e3, "%.1f ms" % ((waiting.done - freed) * 1e3)
+                    if waiting.done else "no answer"), waiting.status)
+    check.expect(r is not None and r.status == 200 and took <= BOUND,
+                 "a new GET /healthz -> 200 within %d ms of the idle connections' "
+                 "close (%.1f ms)" % (BOUND * 1e3, took * 1e3), r and r.status)
     at = answered_by(scrape, freed + SCRAPE_BOUND + 5)
     scrape.close()
-    ok(at is not None and at - freed <= SCRAPE_BOUND,
-       "the scrape waiting on the metrics listener is answered within "
-       "%.1f s of the close (%s)" % (SCRAPE_BOUND, "%.3f s" % (at - freed)
-                                     if at else "no answer"))
+    check.expect(at is not None and at - freed <= SCRAPE_BOUND,
+                 "the scrape waiting on the metrics listener is answered within "
+                 "%.1f s of the close (%s)" % (SCRAPE_BOUND, "%.3f s" % (at - freed)
+                                               if at else "no answer"))
     after = fd_limit(mport) or 0
     # Each listener fails once as it pauses, once a second after, and once
     # per descriptor freed at most: a spin would count without end.
     most = 2 * (int(freed - saturated) + 2) + 2 * IDLE
-    ok(2 <= after <= most, "idem_connections_rejected_total"
-       "{reason=\"fd_limit\"} counts the failed accepts of both listeners: "
-       "%d (2 to %d)" % (after, most))
+    check.expect(2 <= after <= most, "idem_connections_rejected_total"
+                 "{reason=\"fd_limit\"} counts the failed accepts of both listeners: "
+                 "%d (2 to %d)" % (after, most))
     back = wait_for(lambda: fds(pid) <= fd0 + 2, 5)
-    ok(back, "the descriptors are back to their level (%d, %d before)"
-       % (fds(pid), fd0))
-    ok(app.stop() == 0, "the app exits 0 on SIGTERM afterwards")
+    check.expect(back, "the descriptors are back to their level (%d, %d before)"
+                 % (fds(pid), fd0))
+    check.expect(app.stop() == 0, "the app exits 0 on SIGTERM afterwards")
     return done()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

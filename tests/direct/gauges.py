@@ -11,15 +11,14 @@ Its own database in the suite's cluster.  Prints TAP.  Usage:
 """
 
 import os
-import shutil
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_args  # noqa: E402
+from direct import remove_tmp, run_args, run_main  # noqa: E402
 from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
-                    gauge, ok, scrape, wait_for, write)
+                    gauge, check, scrape, wait_for, write)
 
 DEAD = 30000        # expired completed records, evicted at once
 LIVE = 2000         # live ones, the oldest created 6 days - 1 s ago
@@ -64,8 +63,8 @@ def agrees(d, mport, what, first=0):
     w = [float(x) for x in d.sql(WHOLE).split("|")]
     same = None not in g and all(abs(a - b) < 2 for a, b in
                                  list(zip(g, w))[first:])
-    ok(same, "%s: the gauges equal the whole-table aggregates" % what,
-       (g, w))
+    check.expect(same, "%s: the gauges equal the whole-table aggregates" % what,
+                 (g, w))
     return g
 
 
@@ -106,40 +105,40 @@ def run(d, mport, tenant):
     # More than 1000 expired records wait: the oldest-live gauge is the age
     # of the 1000th oldest record, an upper bound (sql/006).
     g = agrees(d, mport, "with the backlog (but the oldest live)", 1)
-    ok(near(g[1], DAY) and near(g[0], 8 * DAY - 1), "the lag is the oldest "
-       "expired record's, 1 day; the oldest live the 1000th record's, 8 "
-       "days (%s)" % g[:2])
+    check.expect(near(g[1], DAY) and near(g[0], 8 * DAY - 1), "the lag is the oldest "
+                 "expired record's, 1 day; the oldest live the 1000th record's, 8 "
+                 "days (%s)" % g[:2])
 
     n = evict_all(d)
-    ok(n == DEAD, "eviction deleted the %d expired completed records (%d)"
-       % (DEAD, n))
+    check.expect(n == DEAD, "eviction deleted the %d expired completed records (%d)"
+                 % (DEAD, n))
     lo = d.sql("SELECT extract(epoch FROM now() - expires_lo)::int, "
                "extract(epoch FROM now() - created_lo)::int FROM "
                "idem_evict_horizon").split("|")
-    ok(int(lo[0]) < DAY - DEAD / 1000 + SLACK and
-       abs(int(lo[1]) - (6 * DAY - 1)) <= SLACK,
-       "the horizon moved past the deleted records: expires_lo to the "
-       "newest expiry deleted, created_lo to the oldest record left", lo)
+    check.expect(int(lo[0]) < DAY - DEAD / 1000 + SLACK and
+                 abs(int(lo[1]) - (6 * DAY - 1)) <= SLACK,
+                 "the horizon moved past the deleted records: expires_lo to the "
+                 "newest expiry deleted, created_lo to the oldest record left", lo)
     g = agrees(d, mport, "right after eviction")
-    ok(near(g[0], 6 * DAY - 1) and g[1] == 0 and g[2] == 2 and g[3] == 1,
-       "oldest live 6 days, lag 0, 2 in progress, 1 unfinished (%s)" % g)
+    check.expect(near(g[0], 6 * DAY - 1) and g[1] == 0 and g[2] == 2 and g[3] == 1,
+                 "oldest live 6 days, lag 0, 2 in progress, 1 unfinished (%s)" % g)
 
     # Its owner is gone: the lease lapses, nothing else of it changes.
     d.sql("UPDATE idempotency_keys SET lease_until = now() - interval "
           "'1 second' WHERE key = 'started-1'")
     g = agrees(d, mport, "a record in progress below the horizon, free")
-    ok(near(g[1], 2 * DAY), "the lag is its expiry's, 2 days (%s)" % g[1])
+    check.expect(near(g[1], 2 * DAY), "the lag is its expiry's, 2 days (%s)" % g[1])
 
     # Written below both horizons: the trigger lowers them.
     row(d, tenant, "late-1", "completed", "finished", "10 days", "3 days")
     g = agrees(d, mport, "a completed record written below the horizon")
-    ok(near(g[1], 3 * DAY) and near(g[0], 6 * DAY - 1),
-       "the lag is its expiry's, 3 days; the oldest live unchanged (%s)" % g)
+    check.expect(near(g[1], 3 * DAY) and near(g[0], 6 * DAY - 1),
+                 "the lag is its expiry's, 3 days; the oldest live unchanged (%s)" % g)
     n = evict_all(d)
     g = agrees(d, mport, "after evicting them")
-    ok(n == 2 and g[1] == 0 and g[2] == 1 and g[3] == 1,
-       "eviction found both below the horizon (%d); lag 0, 1 in progress, "
-       "1 unfinished (%s)" % (n, g))
+    check.expect(n == 2 and g[1] == 0 and g[2] == 1 and g[3] == 1,
+                 "eviction found both below the horizon (%d); lag 0, 1 in progress, "
+                 "1 unfinished (%s)" % (n, g))
 
 
 def main():
@@ -159,18 +158,16 @@ def main():
         app = App(a.builddir, conf, os.path.join(tmp, "app.sock"),
                   os.path.join(tmp, "app.log"))
         try:
-            ok(wait_for(lambda: scrape(mport)[0] == 200, 10),
-               "the app starts with [metrics] listen")
+            check.expect(wait_for(lambda: scrape(mport)[0] == 200, 10),
+                         "the app starts with [metrics] listen")
             run(d, mport, tenant)
         finally:
             app.stop()
             hold.release()
     finally:
-        d.sql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % name, db="postgres")
-        if not os.environ.get("IDEM_KEEP_TMP"):
-            shutil.rmtree(tmp, ignore_errors=True)
+        remove_tmp(tmp, d)
     return done()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -21,8 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 sys.dont_write_bytecode = True
-from direct import run_args  # noqa: E402
-from direct import (App, Db, api_key, done, missing, ok,  # noqa: E402
+from direct import run_args, run_main  # noqa: E402
+from direct import (App, Db, api_key, done, missing, check,  # noqa: E402
                     wait_for, write_conf)
 from harness import free_port  # noqa: E402
 
@@ -61,7 +61,7 @@ def main():
     deadline = time.time() + 10
     while not os.path.exists(sockpath) and time.time() < deadline:
         time.sleep(0.05)
-    ok(os.path.exists(sockpath), "pgbouncer listens")
+    check.expect(os.path.exists(sockpath), "pgbouncer listens")
 
     direct = os.path.join(tmp, "direct.ini")
     write_conf(direct, a.pghost, a.pgport)
@@ -75,15 +75,15 @@ def main():
     try:
         body = b'{"amount":700,"currency":"eur"}'
         s1, r1 = app.request(secret, "POST", "/v1/payments", body, "pgb-1")
-        ok(s1.startswith("Status: 201"), "new key through pgbouncer: 201", s1)
+        check.expect(s1.startswith("Status: 201"), "new key through pgbouncer: 201", s1)
         s2, r2 = app.request(secret, "POST", "/v1/payments", body, "pgb-1")
-        ok(s2.startswith("Status: 201") and
-           b"Idempotent-Replayed: true" in r2, "replay through pgbouncer", s2)
-        ok(r1.split(b"\r\n\r\n", 1)[-1] == r2.split(b"\r\n\r\n", 1)[-1],
-           "replayed body is byte-identical")
+        check.expect(s2.startswith("Status: 201") and
+                     b"Idempotent-Replayed: true" in r2, "replay through pgbouncer", s2)
+        check.expect(r1.split(b"\r\n\r\n", 1)[-1] == r2.split(b"\r\n\r\n", 1)[-1],
+                     "replayed body is byte-identical")
         s3, _ = app.request(secret, "POST", "/v1/payments",
                             b'{"amount":701,"currency":"eur"}', "pgb-1")
-        ok(s3.startswith("Status: 422"), "changed body: 422", s3)
+        check.expect(s3.startswith("Status: 422"), "changed body: 422", s3)
 
         # 24 concurrent requests: 16 distinct keys and 8 of one key.
         results = {}
@@ -102,11 +102,11 @@ def main():
         took = time.time() - t0
         distinct = [results[i] for i in range(16)]
         same = [results[i] for i in range(16, 24)]
-        ok(all(s.startswith("Status: 201") for s in distinct),
-           "16 concurrent new keys: all 201", distinct)
-        ok(all(s.startswith("Status: 201") or s.startswith("Status: 409")
-               for s in same), "8 concurrent same key: 201 or 409", same)
-        ok(took < 10, "no request hangs (%.1f s for all)" % took)
+        check.expect(all(s.startswith("Status: 201") for s in distinct),
+                     "16 concurrent new keys: all 201", distinct)
+        check.expect(all(s.startswith("Status: 201") or s.startswith("Status: 409")
+                         for s in same), "8 concurrent same key: 201 or 409", same)
+        check.expect(took < 10, "no request hangs (%.1f s for all)" % took)
         def sql(q):
             return subprocess.run(["psql", "-h", a.pghost, "-p", a.pgport,
                                    "-U", "postgres", "-Atc", q],
@@ -115,40 +115,41 @@ def main():
         n = sql("SELECT count(*) FROM idempotency_keys k JOIN api_keys a ON "
                 "a.id = k.api_key_id WHERE a.name = '%s' AND "
                 "k.key = 'pgb-same'" % tenant)
-        ok(n == "1", "one record for the concurrent key", n)
+        check.expect(n == "1", "one record for the concurrent key", n)
         n = sql("SELECT count(*) FROM payments p JOIN api_keys a ON "
                 "a.id = p.api_key_id WHERE a.name = '%s'" % tenant)
-        ok(n == "18", "exactly one payment per key (18)", n)
+        check.expect(n == "18", "exactly one payment per key (18)", n)
         # prepared_statements = auto: the pid pgbouncer announces is not
         # the backend's, so every statement went unnamed.
         with open(os.path.join(tmp, "app.log")) as f:
             log = f.read()
-        ok("a connection pooler answers for the server" in log,
-           "auto: the pooler is detected (logged)")
-        ok("prepared statement" not in log,
-           "no prepared-statement error behind the pooler")
+        check.expect("a connection pooler answers for the server" in log,
+                     "auto: the pooler is detected (logged)")
+        check.expect("prepared statement" not in log,
+                     "no prepared-statement error behind the pooler")
 
         # The outbox behind the pooler: no session state, no advisory lock.
-        from outbox import Receiver, endpoint, enqueue
+        from outbox import endpoint, enqueue
+        from webhook_receiver import Receiver    # on outbox's path
         d = Db(a.pghost, a.pgport, "postgres")
         tid = d.sql("SELECT id FROM api_keys WHERE name = '%s'" % tenant)
-        rcv = Receiver()
+        rcv = Receiver(ok_status=200)
         try:
-            endpoint(d, tid, rcv.url("/pgb"), ["t.pgb"])
+            endpoint(d, tid, rcv.url_of("/pgb"), ["t.pgb"])
             def delivered():
                 return int(d.sql(
                     "SELECT count(*) FROM idem_deliveries d JOIN idem_events"
                     " e ON e.id = d.event WHERE e.api_key_id = %s AND "
                     "d.state = 'delivered' AND d.attempts = 1" % tid))
             first = [enqueue(d, tid, "t.pgb") for _ in range(10)]
-            ok(wait_for(lambda: delivered() == 10, 20),
-               "the app's dispatcher delivers through pgbouncer",
-               delivered())
+            check.expect(wait_for(lambda: delivered() == 10, 20),
+                         "the app's dispatcher delivers through pgbouncer",
+                         delivered())
             # The app's dispatcher stops: the 150 more are the deliver
             # processes' alone.  Each may take at most 75, so each must
             # deliver some, whichever starts first.
-            ok(app.stop() == 0, "the app exits 0 on SIGTERM (its "
-               "dispatcher stopped)", app.proc.returncode)
+            check.expect(app.stop() == 0, "the app exits 0 on SIGTERM (its "
+                         "dispatcher stopped)", app.proc.returncode)
             # In one statement: a psql per event would be the slow part.
             d.sql("SELECT idem_outbox_enqueue('evt_pgb_%d_' || g, %s, "
                   "'t.pgb', '{\"n\": ' || g || '}') FROM "
@@ -163,20 +164,20 @@ def main():
             counts = [re.match(r"delivered (\d+), failed 0 \(dead 0\)",
                                o[0]) for o in outs]
             counts = [int(m.group(1)) if m else None for m in counts]
-            ok(all(p.returncode == 0 for p in procs) and
-               all(c is not None and c > 0 for c in counts) and
-               sum(counts) == 150,
-               "two deliver processes through pgbouncer: each exits 0 and "
-               "delivers some, 150 in all, none failed",
-               ([p.returncode for p in procs], outs))
-            ok(delivered() == 160, "the 160 deliveries recorded delivered, "
-               "each at its first attempt", delivered())
+            check.expect(all(p.returncode == 0 for p in procs) and
+                         all(c is not None and c > 0 for c in counts) and
+                         sum(counts) == 150,
+                         "two deliver processes through pgbouncer: each exits 0 and "
+                         "delivers some, 150 in all, none failed",
+                         ([p.returncode for p in procs], outs))
+            check.expect(delivered() == 160, "the 160 deliveries recorded delivered, "
+                         "each at its first attempt", delivered())
             ids = rcv.ids("/pgb")
-            ok(len(ids) == 160 and sorted(set(ids)) == sorted(first + more),
-               "three dispatchers behind the pooler: each of the 160 events "
-               "received once (%d requests)" % len(ids))
-            ok(all("prepared statement" not in o[1] for o in outs),
-               "no prepared-statement error in the deliver processes")
+            check.expect(len(ids) == 160 and sorted(set(ids)) == sorted(first + more),
+                         "three dispatchers behind the pooler: each of the 160 events "
+                         "received once (%d requests)" % len(ids))
+            check.expect(all("prepared statement" not in o[1] for o in outs),
+                         "no prepared-statement error in the deliver processes")
         finally:
             rcv.stop()
     finally:
@@ -189,4 +190,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

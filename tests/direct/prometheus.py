@@ -20,9 +20,9 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_args  # noqa: E402
+from direct import remove_tmp, run_args, run_main  # noqa: E402
 from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
-                    missing, ok, wait_for, write)
+                    missing, check, wait_for, write)
 
 RULES = "conf/idem-alerts.yml"
 RULE_TESTS = "tests/prometheus/idem-alerts.test.yml"
@@ -32,20 +32,20 @@ def promtool_checks(srcdir):
     rules = os.path.join(srcdir, RULES)
     p = subprocess.run(["promtool", "check", "rules", rules],
                        capture_output=True, text=True)
-    ok(p.returncode == 0 and "SUCCESS" in p.stdout,
-       "promtool check rules %s" % RULES, p.stdout + p.stderr)
+    check.expect(p.returncode == 0 and "SUCCESS" in p.stdout,
+                 "promtool check rules %s" % RULES, p.stdout + p.stderr)
     p = subprocess.run(["promtool", "test", "rules", RULE_TESTS],
                        cwd=srcdir, capture_output=True, text=True)
-    ok(p.returncode == 0 and "SUCCESS" in p.stdout,
-       "promtool test rules %s" % RULE_TESTS, p.stdout + p.stderr)
+    check.expect(p.returncode == 0 and "SUCCESS" in p.stdout,
+                 "promtool test rules %s" % RULE_TESTS, p.stdout + p.stderr)
     # Every alert has a unit test that expects it to fire.
     with open(rules) as f:
         alerts = set(re.findall(r"(?m)^\s*- alert: (\w+)", f.read()))
     with open(os.path.join(srcdir, RULE_TESTS)) as f:
         tested = f.read()
     for a in sorted(alerts):
-        ok(re.search(r"alertname: %s\n\s+exp_alerts:\n\s+- exp_labels" % a,
-                     tested) is not None, "%s has a firing test case" % a)
+        check.expect(re.search(r"alertname: %s\n\s+exp_alerts:\n\s+- exp_labels" % a,
+                               tested) is not None, "%s has a firing test case" % a)
     return alerts
 
 
@@ -119,15 +119,15 @@ def end_to_end(a, tmp, alerts):
                   os.path.join(tmp, "app.log"))
         prom = Prometheus(tmp, os.path.join(a.srcdir, RULES),
                           "127.0.0.1:%d" % mport)
-        ok(wait_for(prom.ready, 30, 0.2), "Prometheus is ready on "
-           "127.0.0.1:%d" % prom.port)
+        check.expect(wait_for(prom.ready, 30, 0.2), "Prometheus is ready on "
+                     "127.0.0.1:%d" % prom.port)
 
         def target_up():
             j = prom.api("/api/v1/targets")
             t = j and j["data"]["activeTargets"]
             return bool(t) and t[0]["health"] == "up"
-        ok(wait_for(target_up, 30, 0.2), "it scrapes the app's [metrics] "
-           "listen socket")
+        check.expect(wait_for(target_up, 30, 0.2), "it scrapes the app's [metrics] "
+                     "listen socket")
 
         def rules_evaluated():
             j = prom.api("/api/v1/rules")
@@ -137,18 +137,18 @@ def end_to_end(a, tmp, alerts):
                 r["health"] == "ok" and r.get("lastEvaluation", "")
                 [:4] not in ("", "0001") for r in rs) and rs
         rs = wait_for(rules_evaluated, 30, 0.2)
-        ok(bool(rs), "all %d rules evaluate without error" % len(alerts),
-           prom.api("/api/v1/rules"))
+        check.expect(bool(rs), "all %d rules evaluate without error" % len(alerts),
+                     prom.api("/api/v1/rules"))
         # The janitor's first run comes an evict_interval after start.
         def positive(metric):
             j = prom.api("/api/v1/query?query=" + metric)
             return bool(j and j["data"]["result"]) and \
                 float(j["data"]["result"][0]["value"][1]) > 0
-        ok(wait_for(lambda: positive("idem_janitor_last_success_timestamp"
-                                     "_seconds"), 20, 0.2),
-           "the janitor's heartbeat reaches Prometheus")
+        check.expect(wait_for(lambda: positive("idem_janitor_last_success_timestamp"
+                                               "_seconds"), 20, 0.2),
+                     "the janitor's heartbeat reaches Prometheus")
         quiet = wait_for(lambda: prom.alerts() == {}, 20, 0.2)
-        ok(quiet, "a healthy store: no alert active", prom.alerts())
+        check.expect(quiet, "a healthy store: no alert active", prom.alerts())
 
         # Eviction held off, a key expired an hour ago, one unfinished.
         hold = d.hold_eviction()
@@ -167,24 +167,24 @@ def end_to_end(a, tmp, alerts):
               "'1 day')" % tenant)
         want = {"IdemEvictionLagging", "IdemUnfinishedKeys"}
         got = wait_for(lambda: set(prom.alerts() or {}) == want, 30, 0.2)
-        ok(got, "eviction held off: IdemEvictionLagging and "
-           "IdemUnfinishedKeys become active, nothing else", prom.alerts())
-        ok(got and all(s in ("pending", "firing")
-                       for s in prom.alerts().values()),
-           "as pending (their 'for' has not passed)", prom.alerts())
+        check.expect(got, "eviction held off: IdemEvictionLagging and "
+                     "IdemUnfinishedKeys become active, nothing else", prom.alerts())
+        check.expect(got and all(s in ("pending", "firing")
+                                 for s in prom.alerts().values()),
+                     "as pending (their 'for' has not passed)", prom.alerts())
         hold.release()
         hold = None
         d.sql("DELETE FROM idempotency_keys WHERE key = 'stuck'")
-        ok(wait_for(lambda: prom.alerts() == {}, 30, 0.2),
-           "evicted and completed: quiet again", prom.alerts())
-        ok(d.sql("SELECT count(*) FROM idempotency_keys WHERE key = 'old'")
-           == "0", "the janitor evicted the old key once it could")
+        check.expect(wait_for(lambda: prom.alerts() == {}, 30, 0.2),
+                     "evicted and completed: quiet again", prom.alerts())
+        check.expect(d.sql("SELECT count(*) FROM idempotency_keys WHERE key = 'old'")
+                     == "0", "the janitor evicted the old key once it could")
     finally:
         if hold is not None:
             hold.release()
         if prom is not None:
             prom.stop()
-            ok(prom.proc.returncode is not None, "Prometheus stopped")
+            check.expect(prom.proc.returncode is not None, "Prometheus stopped")
         if app is not None:
             app.stop()
         d.sql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % name, db="postgres")
@@ -201,10 +201,9 @@ def main():
         alerts = promtool_checks(a.srcdir)
         end_to_end(a, tmp, alerts)
     finally:
-        if not os.environ.get("IDEM_KEEP_TMP"):
-            shutil.rmtree(tmp, ignore_errors=True)
+        remove_tmp(tmp)
     return done()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

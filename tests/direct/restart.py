@@ -16,8 +16,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_args  # noqa: E402
-from direct import App, Db, api_key, done, ok, wait_for, write_conf  # noqa: E402
+from direct import run_args, run_main  # noqa: E402
+from direct import App, Db, api_key, done, check, wait_for, write_conf  # noqa: E402
 
 CLIENTS = 4
 KEYS = 40          # per client
@@ -75,8 +75,8 @@ def main():
     # 5 s is the product's own target (docs/operations.md, "Stopping and
     # restarting": exits within 5 s of the signal); 0, not 3
     # (IDEM_EXIT_UNDRAINED): the drain finished, nothing was cut off.
-    ok(rc == 0 and took < 5, "the old app drained and exited 0 within 5 s "
-       "of SIGTERM (%.2f s)" % took, rc)
+    check.expect(rc == 0 and took < 5, "the old app drained and exited 0 within 5 s "
+                 "of SIGTERM (%.2f s)" % took, rc)
     apps.append(App(a.builddir, conf, sock, os.path.join(tmp, "app2.log")))
     for t in threads:
         t.join()
@@ -84,17 +84,17 @@ def main():
 
     total = CLIENTS * KEYS
     got = sum(1 for s in statuses.values() if s.startswith("Status: 201"))
-    ok(got == total, "every key got its 201 (%d of %d)" % (got, total),
-       [k for k, s in statuses.items() if not s.startswith("Status: 201")])
-    ok(retried[0] > 0, "the restart happened under traffic (%d retries)"
-       % retried[0])
+    check.expect(got == total, "every key got its 201 (%d of %d)" % (got, total),
+                 [k for k, s in statuses.items() if not s.startswith("Status: 201")])
+    check.expect(retried[0] > 0, "the restart happened under traffic (%d retries)"
+                 % retried[0])
     pay = subprocess.run(
         ["psql", "-h", a.pghost, "-p", a.pgport, "-U", "postgres", "-At",
          "-c", "SELECT count(*) FROM payments p JOIN api_keys a ON "
          "a.id = p.api_key_id WHERE a.name = '%s'" % tenant],
         capture_output=True, text=True).stdout.strip()
-    ok(pay == str(total), "exactly one payment per key (%s for %d keys)"
-       % (pay, total))
+    check.expect(pay == str(total), "exactly one payment per key (%s for %d keys)"
+                 % (pay, total))
     undrained(a, conf, tmp, tenant, secret)
     return done()
 
@@ -122,21 +122,14 @@ def undrained(a, conf, tmp, tenant, secret):
             "select count(*) from pg_stat_activity where "
             "wait_event = 'PgSleep'") != "0",
             30)
-        ok(busy, "undrained: the handler is inside its slow INSERT")
-        t0 = time.time()
-        app.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = app.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            app.proc.kill()
-            rc = None
-        took = time.time() - t0
+        check.expect(busy, "undrained: the handler is inside its slow INSERT")
+        rc, took = app.terminate(15)
         # 3 is IDEM_EXIT_UNDRAINED (lib/idem.h); the drain's deadline is
         # 4.5 s, the product's target 5 s (docs/operations.md); 8 s leaves
         # a loaded machine room to be scheduled after the deadline.
-        ok(rc == 3 and 4.4 <= took < 8, "undrained: a handler still running "
-           "at the drain's deadline -> exit status 3 (IDEM_EXIT_UNDRAINED), "
-           "after 4.5 s (%.2f s)" % took, rc)
+        check.expect(rc == 3 and 4.4 <= took < 8, "undrained: a handler still running "
+                     "at the drain's deadline -> exit status 3 (IDEM_EXIT_UNDRAINED), "
+                     "after 4.5 s (%.2f s)" % took, rc)
         # (the slow INSERT's backend is not this test's business: the
         # statement and its COMMIT were sent in one flight; it is ended
         # below so that the trigger can be dropped)
@@ -153,4 +146,4 @@ def undrained(a, conf, tmp, tenant, secret):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

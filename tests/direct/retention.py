@@ -15,7 +15,6 @@ import email.utils
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,9 +23,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_args  # noqa: E402
+from direct import remove_tmp, run_args, run_main  # noqa: E402
 from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
-                    gauge, ok, scrape, wait_for, write)
+                    gauge, check, scrape, wait_for, write)
 
 BODY = b'{"amount":250,"currency":"eur"}'
 BACKLOG = 300000     # expired keys for the drain test
@@ -63,27 +62,27 @@ def startup_checks(a, tmp, db):
         return "started" if p.returncode == 0 else p.returncode, err
 
     rc, err = start('\n[route "POST /v1/paymnts"]\nttl = 7d\n')
-    ok(rc == 1 and "startup.ini:4: [route \"POST /v1/paymnts\"] names no "
-       "idempotent route" in err, "a misspelt [route] section is refused "
-       "with file:line", (rc, err))
+    check.expect(rc == 1 and "startup.ini:4: [route \"POST /v1/paymnts\"] names no "
+                 "idempotent route" in err, "a misspelt [route] section is refused "
+                 "with file:line", (rc, err))
     rc, err = start('\n[route "GET /v1/payments"]\nttl = 7d\n')
-    ok(rc == 1 and "startup.ini:4:" in err, "a [route] section of a "
-       "route that is not idempotent is refused", (rc, err))
+    check.expect(rc == 1 and "startup.ini:4:" in err, "a [route] section of a "
+                 "route that is not idempotent is refused", (rc, err))
     rc, err = start("[server]\nrequest_timeout = 1s\n[idempotency]\n"
                     "lease = 3s\nttl = 30m\n")
-    ok(rc == 1 and "startup.ini:7: ttl (1800000ms) is below 1h" in err,
-       "ttl = 30m is refused with file:line and the reason", (rc, err))
+    check.expect(rc == 1 and "startup.ini:7: ttl (1800000ms) is below 1h" in err,
+                 "ttl = 30m is refused with file:line and the reason", (rc, err))
     rc, err = start('[idempotency]\nttl = 2h\n[route "POST /v1/payments"]\n'
                     'ttl = 30d\n')
-    ok(rc == "started" and re.search(r"route POST /v1/payments/:id/refunds "
-                                     r"\(7200s\) is below 24h", err) and
-       re.search(r"route POST /v1/payments \(2592000s\) is above 7d", err),
-       "ttl 2h and 30d start, each with a warning naming its route",
-       (rc, err))
+    check.expect(rc == "started" and re.search(r"route POST /v1/payments/:id/refunds "
+                                               r"\(7200s\) is below 24h", err) and
+                 re.search(r"route POST /v1/payments \(2592000s\) is above 7d", err),
+                 "ttl 2h and 30d start, each with a warning naming its route",
+                 (rc, err))
     rc, err = start('[route "POST /v1/payments"]\nttl = 7d\n')
-    ok(rc == "started" and "ttl of route" not in err,
-       "24h and 7d start (listening, then exit 0 on SIGTERM) without a "
-       "warning", (rc, err))
+    check.expect(rc == "started" and "ttl of route" not in err,
+                 "24h and 7d start (listening, then exit 0 on SIGTERM) without a "
+                 "warning", (rc, err))
 
 
 def expires_header(app, d, secret):
@@ -93,45 +92,45 @@ def expires_header(app, d, secret):
 
     st, raw = app.request(secret, "POST", "/v1/payments", BODY, key="exp-1")
     first = header(raw, "Idempotency-Key-Expires")
-    ok(st.startswith("Status: 201") and first is not None,
-       "a created payment carries Idempotency-Key-Expires", raw[:400])
+    check.expect(st.startswith("Status: 201") and first is not None,
+                 "a created payment carries Idempotency-Key-Expires", raw[:400])
     want = record_expiry("exp-1")
     got = calendar.timegm(email.utils.parsedate(first)) if first else None
-    ok(got == want, "it is the record's expires_at (%s)" % first,
-       (got, want))
-    ok(first is not None and re.fullmatch(
-        r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|"
-        r"Aug|Sep|Oct|Nov|Dec) \d{4} \d\d:\d\d:\d\d GMT", first),
-       "in IMF-fixdate form", first)
-    ok(got is not None and abs(got - time.time() - 7 * 86400) < 120,
-       "7 days out ([route \"POST /v1/payments\"] ttl = 7d)")
+    check.expect(got == want, "it is the record's expires_at (%s)" % first,
+                 (got, want))
+    check.expect(first is not None and re.fullmatch(
+                  r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|"
+                  r"Aug|Sep|Oct|Nov|Dec) \d{4} \d\d:\d\d:\d\d GMT", first),
+                 "in IMF-fixdate form", first)
+    check.expect(got is not None and abs(got - time.time() - 7 * 86400) < 120,
+                 "7 days out ([route \"POST /v1/payments\"] ttl = 7d)")
     st, raw = app.request(secret, "POST", "/v1/payments", BODY, key="exp-1")
-    ok(header(raw, "Idempotent-Replayed") == "true" and
-       header(raw, "Idempotency-Key-Expires") == first,
-       "the replay carries the same Idempotency-Key-Expires", raw[:400])
+    check.expect(header(raw, "Idempotent-Replayed") == "true" and
+                 header(raw, "Idempotency-Key-Expires") == first,
+                 "the replay carries the same Idempotency-Key-Expires", raw[:400])
     pay = re.search(rb'"id":"(pay_[0-9a-f]+)"', raw).group(1).decode()
     st, raw = app.request(secret, "POST", "/v1/payments/%s/refunds" % pay,
                           b'{"amount":100}', key="exp-r")
     got = header(raw, "Idempotency-Key-Expires")
-    ok(st.startswith("Status: 201") and got is not None and
-       calendar.timegm(email.utils.parsedate(got)) == record_expiry("exp-r"),
-       "a refund carries its own (24h) expiry", (st, got))
+    check.expect(st.startswith("Status: 201") and got is not None and
+                 calendar.timegm(email.utils.parsedate(got)) == record_expiry("exp-r"),
+                 "a refund carries its own (24h) expiry", (st, got))
     st, raw = app.request(secret, "POST", "/v1/payments", b'{"amount":1,'
                           b'"currency":"eur"}', key="exp-1")
-    ok(st.startswith("Status: 422") and
-       header(raw, "Idempotency-Key-Expires") is None,
-       "a 422 (another request's key) carries none", st)
+    check.expect(st.startswith("Status: 422") and
+                 header(raw, "Idempotency-Key-Expires") is None,
+                 "a 422 (another request's key) carries none", st)
     st, raw = app.request(secret, "POST", "/v1/payments", b'{"amount":-1,'
                           b'"currency":"eur"}', key="exp-bad")
-    ok(st.startswith("Status: 400") and header(raw, "Idempotency-Key-"
-                                               "Expires") is None,
-       "a 400 of the declared body stores nothing, so it carries none", st)
+    check.expect(st.startswith("Status: 400") and header(raw, "Idempotency-Key-"
+                                                         "Expires") is None,
+                 "a 400 of the declared body stores nothing, so it carries none", st)
     # The handler's own 400 (more than remains to refund) is stored.
     st, raw = app.request(secret, "POST", "/v1/payments/%s/refunds" % pay,
                           b'{"amount":1000000000000}', key="exp-bad2")
-    ok(st.startswith("Status: 400") and header(raw, "Idempotency-Key-"
-                                               "Expires") is not None,
-       "a stored 4xx is recorded, so it carries it too", st)
+    check.expect(st.startswith("Status: 400") and header(raw, "Idempotency-Key-"
+                                                         "Expires") is not None,
+                 "a stored 4xx is recorded, so it carries it too", st)
 
 
 def openapi(app):
@@ -143,23 +142,23 @@ def openapi(app):
         h = resp.get("201", resp.get("2XX"))["headers"]
     except (ValueError, KeyError, IndexError, TypeError):
         h = {}
-    ok("Idempotency-Key-Expires" in h, "the OpenAPI document names "
-       "Idempotency-Key-Expires on the idempotent route's answers", st)
+    check.expect("Idempotency-Key-Expires" in h, "the OpenAPI document names "
+                 "Idempotency-Key-Expires on the idempotent route's answers", st)
 
 
 def metrics_listener(app, d, mport, tenant):
     st, text = scrape(mport)
-    ok(st == 200 and "idem_requests_total" in text,
-       "[metrics] listen serves /metrics over HTTP", st)
-    ok(scrape(mport, "/other")[0] == 404, "and nothing else there")
+    check.expect(st == 200 and "idem_requests_total" in text,
+                 "[metrics] listen serves /metrics over HTTP", st)
+    check.expect(scrape(mport, "/other")[0] == 404, "and nothing else there")
     status, raw = app.request("", "GET", "/metrics")
-    ok(status.startswith("Status: 404"), "the main socket has no /metrics "
-       "when it has a listener of its own", status)
+    check.expect(status.startswith("Status: 404"), "the main socket has no /metrics "
+                 "when it has a listener of its own", status)
     for name in ("idem_janitor_last_success_timestamp_seconds",
                  "idem_evict_interval_seconds", "idem_pool_size"):
-        ok(gauge(text, name) is not None, "%s is exposed" % name)
-    ok("idem_janitor_run_duration_seconds_bucket{le=\"+Inf\"}" in text,
-       "the janitor run duration histogram is exposed")
+        check.expect(gauge(text, name) is not None, "%s is exposed" % name)
+    check.expect("idem_janitor_run_duration_seconds_bucket{le=\"+Inf\"}" in text,
+                 "the janitor run duration histogram is exposed")
 
     # Eviction lag counts only what eviction would delete: an unfinished
     # phased record (past a recovery point) expired long ago is not lag.
@@ -170,10 +169,10 @@ def metrics_listener(app, d, mport, tenant):
           "'in_progress', 'charged', now() + interval '1 hour', "
           "now() - interval '3 days', now() - interval '2 days')" % tenant)
     text = scrape(mport)[1]
-    ok(gauge(text, "idem_unfinished_keys") == 1 and
-       gauge(text, "idem_eviction_lag_seconds") == 0,
-       "an unfinished record counts as unfinished, not as eviction lag",
-       [l for l in text.splitlines() if "unfinished" in l or "lag" in l])
+    check.expect(gauge(text, "idem_unfinished_keys") == 1 and
+                 gauge(text, "idem_eviction_lag_seconds") == 0,
+                 "an unfinished record counts as unfinished, not as eviction lag",
+                 [l for l in text.splitlines() if "unfinished" in l or "lag" in l])
     hold = d.hold_eviction()
     d.sql("INSERT INTO idempotency_keys (api_key_id, key, request_method, "
           "request_path, request_fingerprint, state, response_status, "
@@ -182,18 +181,18 @@ def metrics_listener(app, d, mport, tenant):
           "201, now() - interval '2 hours', now() - interval '1 hour')"
           % tenant)
     lag = gauge(scrape(mport)[1], "idem_eviction_lag_seconds")
-    ok(lag is not None and 3590 < lag < 3700, "an expired completed key is "
-       "eviction lag (%s s)" % lag)
+    check.expect(lag is not None and 3590 < lag < 3700, "an expired completed key is "
+                 "eviction lag (%s s)" % lag)
     hold.release()
     evicted = wait_for(lambda: d.sql("SELECT count(*) FROM idempotency_keys "
                                      "WHERE key = 'expired-1'") == "0", 15)
     text = scrape(mport)[1]
-    ok(evicted and gauge(text, "idem_eviction_lag_seconds") == 0 and
-       gauge(text, "idem_unfinished_keys") == 1,
-       "the janitor evicted it and left the unfinished one")
+    check.expect(evicted and gauge(text, "idem_eviction_lag_seconds") == 0 and
+                 gauge(text, "idem_unfinished_keys") == 1,
+                 "the janitor evicted it and left the unfinished one")
     beat = gauge(text, "idem_janitor_last_success_timestamp_seconds")
-    ok(beat is not None and abs(beat - time.time()) < 10,
-       "the janitor heartbeat is recent (%s)" % beat)
+    check.expect(beat is not None and abs(beat - time.time()) < 10,
+                 "the janitor heartbeat is recent (%s)" % beat)
 
 
 def drain_with_backlog(a, tmp, d, tenant):
@@ -215,23 +214,16 @@ def drain_with_backlog(a, tmp, d, tenant):
     def evicting():
         return int(d.sql("SELECT count(*) FROM idempotency_keys WHERE key "
                          "LIKE 'backlog-%'")) < BACKLOG
-    ok(wait_for(evicting, 20, step=0.01), "the janitor works on the backlog")
-    t0 = time.time()
-    app.proc.send_signal(signal.SIGTERM)
-    try:
-        rc = app.proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        app.proc.kill()
-        rc = None
-    took = time.time() - t0
+    check.expect(wait_for(evicting, 20, step=0.01), "the janitor works on the backlog")
+    rc, took = app.terminate(30)
     left = int(d.sql("SELECT count(*) FROM idempotency_keys WHERE key LIKE "
                      "'backlog-%'"))
-    ok(rc == 0 and took < DRAIN_S, "SIGTERM during a backlog: exit 0 in "
-       "%.2f s (< %.0f s)" % (took, DRAIN_S), rc)
-    ok(0 < left < BACKLOG, "the run was cut between batches (%d of %d left)"
-       % (left, BACKLOG))
+    check.expect(rc == 0 and took < DRAIN_S, "SIGTERM during a backlog: exit 0 in "
+                 "%.2f s (< %.0f s)" % (took, DRAIN_S), rc)
+    check.expect(0 < left < BACKLOG, "the run was cut between batches (%d of %d left)"
+                 % (left, BACKLOG))
     msgs = [l.get("msg", "") for l in app.log_lines()]
-    ok("runtime: drained, exiting" in msgs, "and drained cleanly", msgs[-3:])
+    check.expect("runtime: drained, exiting" in msgs, "and drained cleanly", msgs[-3:])
 
 
 def paced_backlog_leaves_pool(a, tmp, d):
@@ -254,10 +246,10 @@ def paced_backlog_leaves_pool(a, tmp, d):
               os.path.join(tmp, "paced.log"))
     try:
         # the first scrape plans the gauges' queries: before the janitor
-        ok(wait_for(lambda: scrape(mport)[0] == 200, 10),
-           "a pool of one: the app answers /metrics")
-        ok(wait_for(lambda: backlog() < left, 20, step=0.01),
-           "the janitor works on the backlog (%d keys)" % left)
+        check.expect(wait_for(lambda: scrape(mport)[0] == 200, 10),
+                     "a pool of one: the app answers /metrics")
+        check.expect(wait_for(lambda: backlog() < left, 20, step=0.01),
+                     "the janitor works on the backlog (%d keys)" % left)
         slow, missing, times = [], 0, []
         t_end = time.time() + 5
         while time.time() < t_end:
@@ -270,12 +262,12 @@ def paced_backlog_leaves_pool(a, tmp, d):
             if took > 0.9:
                 slow.append(round(took, 2))
             time.sleep(0.1)     # a scrape every 0.1 s, not a wait
-        ok(missing == 0 and not slow,
-           "%d scrapes while the janitor evicts at its pace each got the "
-           "pool's one connection (%d keys evicted meanwhile; max %.2f s)"
-           % (len(times), left - backlog(), max(times)),
-           "%d without the store gauges; over 0.9 s: %s; all: %s"
-           % (missing, slow, times))
+        check.expect(missing == 0 and not slow,
+                     "%d scrapes while the janitor evicts at its pace each got the "
+                     "pool's one connection (%d keys evicted meanwhile; max %.2f s)"
+                     % (len(times), left - backlog(), max(times)),
+                     "%d without the store gauges; over 0.9 s: %s; all: %s"
+                     % (missing, slow, times))
     finally:
         app.stop()
 
@@ -299,8 +291,8 @@ def main():
         tenant = d.sql("SELECT max(id) FROM api_keys")
         app = App(a.builddir, conf, os.path.join(tmp, "app.sock"),
                   os.path.join(tmp, "app.log"))
-        ok(wait_for(lambda: scrape(mport)[0] == 200, 10),
-           "the app starts with [metrics] listen")
+        check.expect(wait_for(lambda: scrape(mport)[0] == 200, 10),
+                     "the app starts with [metrics] listen")
         expires_header(app, d, secret)
         openapi(app)
         metrics_listener(app, d, mport, tenant)
@@ -308,11 +300,9 @@ def main():
         drain_with_backlog(a, tmp, d, tenant)
         paced_backlog_leaves_pool(a, tmp, d)
     finally:
-        d.sql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % name, db="postgres")
-        if not os.environ.get("IDEM_KEEP_TMP"):
-            shutil.rmtree(tmp, ignore_errors=True)
+        remove_tmp(tmp, d)
     return done()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

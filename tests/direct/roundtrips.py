@@ -30,8 +30,8 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_args  # noqa: E402
-from direct import App, api_key, done, ok, wait_for, write_conf  # noqa: E402
+from direct import run_args, run_main  # noqa: E402
+from direct import App, api_key, done, check, wait_for, write_conf  # noqa: E402
 
 class Proxy:
     """Unix-socket proxy that records each client flight's first bytes."""
@@ -128,7 +128,7 @@ def main():
             return proxy.since(n0)
 
         head = request("GET", "/healthz")
-        ok(head.startswith("Status: 200"), "app answers /healthz", head)
+        check.expect(head.startswith("Status: 200"), "app answers /healthz", head)
 
         body = b'{"amount":100,"currency":"eur"}'
         cases = []
@@ -167,7 +167,7 @@ def main():
         cases.append(("409", head, "409", after_rollback(n0), 2, 1))
         holder.stdin.close()
         holder.wait(timeout=10)
-        ok("held" in held, "another session holds the key's lock", held)
+        check.expect("held" in held, "another session holds the key's lock", held)
 
         n0 = proxy.count()
         head = app.request("sk_unknown_%d" % os.getpid(), "POST",
@@ -176,15 +176,15 @@ def main():
         cases.append(("unknown secret", head, "401", proxy.since(n0), 1, 1))
 
         for name, head, status, flights, nflights, waited in cases:
-            ok(head.startswith("Status: " + status),
-               "%s: status %s" % (name, status), head)
-            ok(len(flights) == nflights,
-               "%s: %d client flights to PostgreSQL" % (name, nflights),
-               "flights: %r" % flights)
+            check.expect(head.startswith("Status: " + status),
+                         "%s: status %s" % (name, status), head)
+            check.expect(len(flights) == nflights,
+                         "%s: %d client flights to PostgreSQL" % (name, nflights),
+                         "flights: %r" % flights)
             if name in ("replay", "422", "409"):
-                ok(len(flights) >= 2 and b"ROLLBACK" in flights[-1],
-                   "%s: the second flight is the unwaited ROLLBACK" % name,
-                   flights)
+                check.expect(len(flights) >= 2 and b"ROLLBACK" in flights[-1],
+                             "%s: the second flight is the unwaited ROLLBACK" % name,
+                             flights)
         # The log says how many flights each request waited on (its info
         # lines are written within 100 ms of being made).
         want = [("created", 3), ("created", 2), ("replayed", 1),
@@ -195,13 +195,13 @@ def main():
                     for r in app.log_lines() if r.get("msg") == "request"
                     and r.get("method") == "POST"]
         got = wait_for(lambda: len(posted()) >= len(want) and posted(), 5)
-        ok(got == want, "waited-on round trips per outcome %r" % want, got)
+        check.expect(got == want, "waited-on round trips per outcome %r" % want, got)
         ops = psql("SELECT coalesce(string_agg(op, ',' ORDER BY op), '')"
                    " FROM %s w JOIN api_keys a ON a.id = w.api_key_id"
                    " WHERE a.secret_hash = sha256(convert_to('%s', 'UTF8'))"
                    " AND w.key = 'rt-1'" % (writes, secret))
-        ok(ops == "INSERT", "new key: its record is written once (one INSERT,"
-           " no UPDATE); replay and 422 write nothing", "writes: %r" % ops)
+        check.expect(ops == "INSERT", "new key: its record is written once (one INSERT,"
+                     " no UPDATE); replay and 422 write nothing", "writes: %r" % ops)
     finally:
         app.stop()
         psql("DROP TRIGGER %(w)s ON idempotency_keys; DROP FUNCTION %(w)s();"
@@ -210,4 +210,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -24,8 +24,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_args  # noqa: E402
-from direct import App, api_key, done, ok, wait_for, write_conf  # noqa: E402
+from direct import run_args, run_main  # noqa: E402
+from direct import App, api_key, done, check, wait_for, write_conf  # noqa: E402
 import httpc  # noqa: E402  (tests/integration, on the path via direct)
 
 THREADS = 4
@@ -120,35 +120,46 @@ def rejected(sock):
     return out
 
 
-def main():
-    a = run_args()
-    tmp = tempfile.mkdtemp(prefix="idem-slowpeers.")
+def warm_app(a, name, key_prefix, threads=THREADS,
+             read_timeout=READ_TIMEOUT):
+    """A payments.fcgi of the program's own on tmp/app.sock ([server]
+    threads, read_timeout in seconds) and create(), a payment
+    under a new key each call; warmed: the pool's connection, the auth
+    cache, the allocator.  Returns (tmp, sock, secret, app, create)."""
+    tmp = tempfile.mkdtemp(prefix="idem-%s." % name)
     conf = os.path.join(tmp, "app.ini")
     write_conf(conf, a.pghost, a.pgport,
                "[server]\nthreads = %d\nread_timeout = %ds\n"
-               % (THREADS, READ_TIMEOUT))
-    secret = api_key(a.builddir, a.srcdir, conf, "slowpeers-%d" % os.getpid())
+               % (threads, read_timeout))
+    secret = api_key(a.builddir, a.srcdir, conf,
+                     "%s-%d" % (name, os.getpid()))
     sock = os.path.join(tmp, "app.sock")
     app = App(a.builddir, conf, sock, os.path.join(tmp, "app.log"))
-    pid = app.proc.pid
     n_key = [0]
 
     def create():
         n_key[0] += 1
         return timed(sock, params("POST", "/v1/payments", secret, len(BODY),
-                                  "sp-%d-%d" % (os.getpid(), n_key[0])),
+                                  "%s-%d-%d" % (key_prefix, os.getpid(),
+                                                n_key[0])),
                      BODY)
 
-    # Warm: the pool's connection, the auth cache, the allocator.
     for _ in range(3):
         timed(sock, params("GET", "/healthz"))
         create()
+    return tmp, sock, secret, app, create
+
+
+def main():
+    a = run_args()
+    tmp, sock, secret, app, create = warm_app(a, "slowpeers", "sp")
+    pid = app.proc.pid
     fd0, rss0 = fds(pid), rss_kib(pid)
     before = rejected(sock)
-    ok(before.get("read_timeout") == 0 and
-       before.get("params_too_large") == 0,
-       "idem_connections_rejected_total starts at 0 for read_timeout and "
-       "params_too_large", before)
+    check.expect(before.get("read_timeout") == 0 and
+                 before.get("params_too_large") == 0,
+                 "idem_connections_rejected_total starts at 0 for read_timeout and "
+                 "params_too_large", before)
 
     conns = []
     for name, data in stages(secret):
@@ -161,9 +172,9 @@ def main():
                 connect_unix(s, sock, 5)
                 s.sendall(data)
             except OSError as e:
-                ok(False, "%d stalled connections are open in the app"
-                   % (len(stages(secret)) * PER_STAGE),
-                   "connection %d (%s): %r" % (len(conns) + 1, name, e))
+                check.expect(False, "%d stalled connections are open in the app"
+                             % (len(stages(secret)) * PER_STAGE),
+                             "connection %d (%s): %r" % (len(conns) + 1, name, e))
                 app.stop()
                 return done()
             conns.append((name, s, time.monotonic()))
@@ -171,10 +182,10 @@ def main():
     accepted = wait_for(lambda: fds(pid) >= fd0 - 2 + len(conns),
                         READ_TIMEOUT)
     opened = time.monotonic()
-    ok(app.proc.poll() is None and accepted,
-       "%d stalled connections are open in the app (fds %d -> %d, %.2f s "
-       "after the first)" % (len(conns), fd0, fds(pid),
-                             opened - conns[0][2]))
+    check.expect(app.proc.poll() is None and accepted,
+                 "%d stalled connections are open in the app (fds %d -> %d, %.2f s "
+                 "after the first)" % (len(conns), fd0, fds(pid),
+                                       opened - conns[0][2]))
 
     health = [timed(sock, params("GET", "/healthz")) for _ in range(5)]
     creates = [create() for _ in range(3)]
@@ -182,17 +193,17 @@ def main():
     first = health[0][0]
     worst_h = max(t for t, _ in health)
     worst_c = max(t for t, _ in creates)
-    ok(elapsed < READ_TIMEOUT, "the answers came while the stalls stayed "
-       "(%.2fs of %.1fs)" % (elapsed, READ_TIMEOUT))
-    ok(all(r is not None and r.status == 200 for _, r in health) and
-       worst_h <= BOUND, "GET /healthz -> 200 within 100 ms while %d "
-       "connections stall (first %.1f ms, worst %.1f ms)"
-       % (len(conns), first * 1e3, worst_h * 1e3),
-       [(round(t, 4), r and r.status) for t, r in health])
-    ok(all(r is not None and r.status == 201 for _, r in creates) and
-       worst_c <= BOUND, "an authenticated POST /v1/payments -> 201 within "
-       "100 ms meanwhile (worst %.1f ms)" % (worst_c * 1e3),
-       [(round(t, 4), r and r.status) for t, r in creates])
+    check.expect(elapsed < READ_TIMEOUT, "the answers came while the stalls stayed "
+                 "(%.2fs of %.1fs)" % (elapsed, READ_TIMEOUT))
+    check.expect(all(r is not None and r.status == 200 for _, r in health) and
+                 worst_h <= BOUND, "GET /healthz -> 200 within 100 ms while %d "
+                 "connections stall (first %.1f ms, worst %.1f ms)"
+                 % (len(conns), first * 1e3, worst_h * 1e3),
+                 [(round(t, 4), r and r.status) for t, r in health])
+    check.expect(all(r is not None and r.status == 201 for _, r in creates) and
+                 worst_c <= BOUND, "an authenticated POST /v1/payments -> 201 within "
+                 "100 ms meanwhile (worst %.1f ms)" % (worst_c * 1e3),
+                 [(round(t, 4), r and r.status) for t, r in creates])
     rss_peak = rss_kib(pid)
 
     # Each stalled connection: EOF (no answer), after read_timeout.
@@ -212,27 +223,27 @@ def main():
     for name, _ in stages(secret):
         got = closed.get(name, [])
         waits = [t for t, _ in got]
-        ok(len(got) == PER_STAGE and all(d == b"" for _, d in got) and
-           min(waits) >= READ_TIMEOUT - 0.05 and
-           max(waits) <= READ_TIMEOUT + 3,
-           "%s: all %d closed without an answer after read_timeout "
-           "(%.2f s to %.2f s)" % (name, PER_STAGE, min(waits or [0]),
-                                   max(waits or [0])),
-           "%d closed" % len(got))
+        check.expect(len(got) == PER_STAGE and all(d == b"" for _, d in got) and
+                     min(waits) >= READ_TIMEOUT - 0.05 and
+                     max(waits) <= READ_TIMEOUT + 3,
+                     "%s: all %d closed without an answer after read_timeout "
+                     "(%.2f s to %.2f s)" % (name, PER_STAGE, min(waits or [0]),
+                                             max(waits or [0])),
+                     "%d closed" % len(got))
     for _, s, _ in conns:
         s.close()
 
     after = wait_for(lambda: fds(pid) <= fd0 + 1 and fds(pid), 5)
     fd1 = fds(pid)
-    ok(fd1 <= fd0 + 1, "fds back to their level: %d before, %d while "
-       "stalled, %d after" % (fd0, fd0 + len(conns), fd1), after)
+    check.expect(fd1 <= fd0 + 1, "fds back to their level: %d before, %d while "
+                 "stalled, %d after" % (fd0, fd0 + len(conns), fd1), after)
     rss1 = rss_kib(pid)
-    ok(rss1 <= rss0 + 4096, "RSS back to its level (within 4 MiB): %d KiB "
-       "before, %d KiB while stalled, %d KiB after" % (rss0, rss_peak, rss1))
+    check.expect(rss1 <= rss0 + 4096, "RSS back to its level (within 4 MiB): %d KiB "
+                 "before, %d KiB while stalled, %d KiB after" % (rss0, rss_peak, rss1))
     counts = rejected(sock)
-    ok(counts.get("read_timeout", 0) - before.get("read_timeout", 0) ==
-       len(conns), "idem_connections_rejected_total{reason=\"read_timeout\"} "
-       "counts the %d: %s" % (len(conns), counts.get("read_timeout")))
+    check.expect(counts.get("read_timeout", 0) - before.get("read_timeout", 0) ==
+                 len(conns), "idem_connections_rejected_total{reason=\"read_timeout\"} "
+                 "counts the %d: %s" % (len(conns), counts.get("read_timeout")))
 
     # The libfcgi crashers: that connection closed, the process alive.
     reg = os.path.join(a.srcdir, "tests/fuzz/regression/fcgi")
@@ -251,24 +262,24 @@ def main():
         took = time.monotonic() - t0
         s.close()
         t, r = timed(sock, params("GET", "/healthz"))
-        ok(eof and took < READ_TIMEOUT / 2 and app.proc.poll() is None and
-           r is not None and r.status == 200,
-           "%s (%d bytes): its connection closed at once (%.3f s), the "
-           "process alive, /healthz -> 200 (%.1f ms)"
-           % (f, len(data), took, t * 1e3))
+        check.expect(eof and took < READ_TIMEOUT / 2 and app.proc.poll() is None and
+                     r is not None and r.status == 200,
+                     "%s (%d bytes): its connection closed at once (%.3f s), the "
+                     "process alive, /healthz -> 200 (%.1f ms)"
+                     % (f, len(data), took, t * 1e3))
     counts2 = rejected(sock)
-    ok(counts2.get("params_too_large", 0) - counts.get("params_too_large",
-                                                       0) ==
-       len(os.listdir(reg)), "each is counted under reason "
-       "\"params_too_large\": %s" % counts2)
+    check.expect(counts2.get("params_too_large", 0) - counts.get("params_too_large",
+                                                                 0) ==
+                 len(os.listdir(reg)), "each is counted under reason "
+                 "\"params_too_large\": %s" % counts2)
     logged = [ln for ln in app.log_lines()
               if "closed: params_too_large" in ln.get("msg", "")]
-    ok(len(logged) == len(os.listdir(reg)) and
-       all("from unix" in ln["msg"] for ln in logged),
-       "logged once each, with the peer", json.dumps(logged))
-    ok(app.stop() == 0, "the app exits 0 on SIGTERM afterwards")
+    check.expect(len(logged) == len(os.listdir(reg)) and
+                 all("from unix" in ln["msg"] for ln in logged),
+                 "logged once each, with the peer", json.dumps(logged))
+    check.expect(app.stop() == 0, "the app exits 0 on SIGTERM afterwards")
     return done()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

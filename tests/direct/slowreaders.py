@@ -29,8 +29,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_args  # noqa: E402
-from direct import (App, api_key, done, free_port, ok, wait_for,  # noqa
+from direct import run_args, run_main  # noqa: E402
+from direct import (App, api_key, done, free_port, check, wait_for,  # noqa
                     write_conf)
 from slowpeers import (BODY, connect_unix, fds, params, record,  # noqa
                        rejected, timed)
@@ -132,13 +132,13 @@ def main():
         timed(addr, params("GET", "/healthz"))
         create()
     _, doc = timed(addr, params("GET", "/openapi.json"))
-    ok(doc is not None and doc.status == 200 and len(doc.body) > RCVBUF,
-       "GET /openapi.json -> 200, %d bytes: more than a slow peer's "
-       "buffer" % (len(doc.body) if doc else 0))
+    check.expect(doc is not None and doc.status == 200 and len(doc.body) > RCVBUF,
+                 "GET /openapi.json -> 200, %d bytes: more than a slow peer's "
+                 "buffer" % (len(doc.body) if doc else 0))
     before = rejected(addr)
     fd0 = fds(pid)      # (after a scrape: the pool's connections open)
-    ok(before.get("write_timeout") == 0, "idem_connections_rejected_total"
-       "{reason=\"write_timeout\"} starts at 0", before)
+    check.expect(before.get("write_timeout") == 0, "idem_connections_rejected_total"
+                 "{reason=\"write_timeout\"} starts at 0", before)
 
     # The slow peers: each pipelines PIPELINED requests, then reads (or
     # not).
@@ -180,32 +180,32 @@ def main():
     worst = max(t for _, (t, _) in probes)
     bad = [(n, round(t, 3), r and r.status) for n, (t, r) in probes
            if r is None or r.status not in (200, 201) or t > BOUND]
-    ok(not bad and len(probes) >= 4, "GET /healthz -> 200 and an "
-       "authenticated POST /v1/payments -> 201 within 100 ms throughout "
-       "(%d answers while %d peers do not read; worst %.1f ms)"
-       % (len(probes), len(slow), worst * 1e3), bad[:10])
-    ok(held > 0, "the answers waiting for them are held against "
-       "max_buffered (idem_buffered_bytes up to %d)" % held)
+    check.expect(not bad and len(probes) >= 4, "GET /healthz -> 200 and an "
+                 "authenticated POST /v1/payments -> 201 within 100 ms throughout "
+                 "(%d answers while %d peers do not read; worst %.1f ms)"
+                 % (len(probes), len(slow), worst * 1e3), bad[:10])
+    check.expect(held > 0, "the answers waiting for them are held against "
+                 "max_buffered (idem_buffered_bytes up to %d)" % held)
     for i, p in enumerate(slow):
         what = "reading 64 KiB every 8 s" if p["reads"] else "reading nothing"
         since_last = p["closed"] - p["last"] if p["closed"] else None
         since_open = p["closed"] - p["t0"] if p["closed"] else None
-        ok(since_last is not None and since_last <= WRITE_TIMEOUT + 1 and
-           since_open >= WRITE_TIMEOUT - 0.05,
-           "slow peer %d (%s): reset %.2f s after its last read, %.2f s "
-           "after it connected (write_timeout %.0f s)"
-           % (i + 1, what, since_last or -1, since_open or -1,
-              WRITE_TIMEOUT), "closed: %r" % p["closed"])
+        check.expect(since_last is not None and since_last <= WRITE_TIMEOUT + 1 and
+                     since_open >= WRITE_TIMEOUT - 0.05,
+                     "slow peer %d (%s): reset %.2f s after its last read, %.2f s "
+                     "after it connected (write_timeout %.0f s)"
+                     % (i + 1, what, since_last or -1, since_open or -1,
+                        WRITE_TIMEOUT), "closed: %r" % p["closed"])
         p["s"].close()
     counts = rejected(addr)
-    ok(counts.get("write_timeout", 0) - before.get("write_timeout", 0) ==
-       len(slow), "idem_connections_rejected_total{reason=\"write_timeout\"}"
-       " counts the %d: %s" % (len(slow), counts.get("write_timeout")))
+    check.expect(counts.get("write_timeout", 0) - before.get("write_timeout", 0) ==
+                 len(slow), "idem_connections_rejected_total{reason=\"write_timeout\"}"
+                 " counts the %d: %s" % (len(slow), counts.get("write_timeout")))
     logged = [ln for ln in app.log_lines()
               if "closed: write_timeout" in ln.get("msg", "")]
-    ok(len(logged) == len(slow) and
-       all("from 127.0.0.1:" in ln["msg"] for ln in logged),
-       "logged once each, with the peer", logged)
+    check.expect(len(logged) == len(slow) and
+                 all("from 127.0.0.1:" in ln["msg"] for ln in logged),
+                 "logged once each, with the peer", logged)
 
     # A peer as small that reads on: every answer, whole, in order.
     s = small_peer(port)
@@ -226,22 +226,22 @@ def main():
     sender.join(5)
     s.close()
     want = httpc.parse_cgi_response
-    ok([rid for rid, _ in got] == list(range(1, STEADY + 1)) and
-       all(want(out).body == doc.body for _, out in got),
-       "a peer with a %d-byte buffer that reads on gets its %d pipelined "
-       "answers whole and in order (%d bytes, %.2f s)"
-       % (RCVBUF, STEADY, len(data), took),
-       [rid for rid, _ in got][:30])
+    check.expect([rid for rid, _ in got] == list(range(1, STEADY + 1)) and
+                 all(want(out).body == doc.body for _, out in got),
+                 "a peer with a %d-byte buffer that reads on gets its %d pipelined "
+                 "answers whole and in order (%d bytes, %.2f s)"
+                 % (RCVBUF, STEADY, len(data), took),
+                 [rid for rid, _ in got][:30])
 
     # (A pool, heartbeat or janitor connection may open meanwhile.)
     fd1 = wait_for(lambda: fds(pid) <= fd0 + 1 and fds(pid), 5) or fds(pid)
-    ok(fd1 <= fd0 + 1, "fds back to their level: %d before, %d while the "
-       "slow peers stayed, %d after" % (fd0, fds_peak, fd1), [os.readlink("/proc/%d/fd/%s" % (pid, f))
-                      for f in os.listdir("/proc/%d/fd" % pid)])
+    check.expect(fd1 <= fd0 + 1, "fds back to their level: %d before, %d while the "
+                 "slow peers stayed, %d after" % (fd0, fds_peak, fd1), [os.readlink("/proc/%d/fd/%s" % (pid, f))
+                                for f in os.listdir("/proc/%d/fd" % pid)])
     left = wait_for(lambda: buffered(addr) == 0, 5)
-    ok(left, "nothing held against max_buffered afterwards "
-       "(idem_buffered_bytes %s)" % buffered(addr))
-    ok(app.stop() == 0, "the app exits 0 on SIGTERM afterwards")
+    check.expect(left, "nothing held against max_buffered afterwards "
+                 "(idem_buffered_bytes %s)" % buffered(addr))
+    check.expect(app.stop() == 0, "the app exits 0 on SIGTERM afterwards")
     crowd(a, tmp, secret)
     return done()
 
@@ -271,25 +271,25 @@ def crowd(a, tmp, secret):
             probes.append(timed(addr, params("GET", "/healthz")))
     counts = rejected(addr)
     refused = counts.get("max_buffered", 0) - before.get("max_buffered", 0)
-    ok(0 < max(held) <= CROWD_BUDGET and refused > 0,
-       "%d peers not reading, max_buffered %d: at most %d held, %d reset "
-       "for want of room (reason=\"max_buffered\")"
-       % (CROWD, CROWD_BUDGET, max(held), refused), held)
+    check.expect(0 < max(held) <= CROWD_BUDGET and refused > 0,
+                 "%d peers not reading, max_buffered %d: at most %d held, %d reset "
+                 "for want of room (reason=\"max_buffered\")"
+                 % (CROWD, CROWD_BUDGET, max(held), refused), held)
     worst = max(t for t, _ in probes)
-    ok(all(r is not None and r.status == 200 for _, r in probes) and
-       worst <= BOUND, "GET /healthz -> 200 within 100 ms meanwhile "
-       "(worst %.1f ms)" % (worst * 1e3))
+    check.expect(all(r is not None and r.status == 200 for _, r in probes) and
+                 worst <= BOUND, "GET /healthz -> 200 within 100 ms meanwhile "
+                 "(worst %.1f ms)" % (worst * 1e3))
     late = wait_for(lambda: buffered(addr) == 0, WRITE_TIMEOUT + 3)
     counts = rejected(addr)
     closed = sum(counts.get(r, 0) - before.get(r, 0)
                  for r in ("write_timeout", "max_buffered"))
-    ok(late and closed == CROWD and counts.get("write_timeout", 0) > 0,
-       "write_timeout closes the others: all %d closed, nothing held then "
-       "(%s)" % (CROWD, counts))
+    check.expect(late and closed == CROWD and counts.get("write_timeout", 0) > 0,
+                 "write_timeout closes the others: all %d closed, nothing held then "
+                 "(%s)" % (CROWD, counts))
     for s in peers:
         s.close()
-    ok(app.stop() == 0, "that app exits 0 on SIGTERM too")
+    check.expect(app.stop() == 0, "that app exits 0 on SIGTERM too")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -24,8 +24,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_args  # noqa: E402
-from direct import (App, api_key, done, free_port, ok, wait_for,  # noqa
+from direct import run_args, run_main  # noqa: E402
+from direct import (App, api_key, done, free_port, check, wait_for,  # noqa
                     write_conf)
 import httpc  # noqa: E402  (tests/integration, on the path via direct)
 
@@ -164,17 +164,17 @@ def main():
     app = App(a.builddir, conf, sock, os.path.join(tmp, "app.log"))
     wait_for(lambda: os.path.exists(msock), 10)
     m, g = mode_of(sock)
-    ok(m == 0o660 and g == os.getegid(), "FastCGI socket: mode 0660 by "
-       "default, the process's group (%04o, gid %d)" % (m, g))
+    check.expect(m == 0o660 and g == os.getegid(), "FastCGI socket: mode 0660 by "
+                 "default, the process's group (%04o, gid %d)" % (m, g))
     m, g = mode_of(msock)
-    ok(m == 0o660, "[metrics] listen socket: mode 0660 by default (%04o)"
-       % m)
+    check.expect(m == 0o660, "[metrics] listen socket: mode 0660 by default (%04o)"
+                 % m)
     rc, out = as_nobody(UNIX_GET % sock)
-    ok(out == "EACCES", "another local user (nobody) cannot connect to "
-       "the FastCGI socket", out)
+    check.expect(out == "EACCES", "another local user (nobody) cannot connect to "
+                 "the FastCGI socket", out)
     rc, out = as_nobody(UNIX_GET % msock)
-    ok(out == "EACCES", "nor to the metrics socket", out)
-    ok(app.stop() == 0, "the app exits 0")
+    check.expect(out == "EACCES", "nor to the metrics socket", out)
+    check.expect(app.stop() == 0, "the app exits 0")
 
     # --- 2. socket_mode and socket_group; allow_uid via SO_PEERCRED -------
     for f in (sock, msock):
@@ -188,14 +188,14 @@ def main():
     wait_for(lambda: os.path.exists(msock), 10)
     nogroup = 65534
     m, g = mode_of(sock)
-    ok(m == 0o600 and g == nogroup, "socket_mode = 0600, socket_group = "
-       "nogroup applied to the FastCGI socket (%04o, gid %d)" % (m, g))
+    check.expect(m == 0o600 and g == nogroup, "socket_mode = 0600, socket_group = "
+                 "nogroup applied to the FastCGI socket (%04o, gid %d)" % (m, g))
     m, g = mode_of(msock)
-    ok(m == 0o666 and g == nogroup, "and to the metrics socket (%04o, "
-       "gid %d)" % (m, g))
+    check.expect(m == 0o666 and g == nogroup, "and to the metrics socket (%04o, "
+                 "gid %d)" % (m, g))
     rc, out = as_nobody(UNIX_GET % msock)
-    ok(out == "CLOSED", "allow_uid = 0: nobody (uid 65534) reaches the "
-       "0666 metrics socket but is closed without an answer", out)
+    check.expect(out == "CLOSED", "allow_uid = 0: nobody (uid 65534) reaches the "
+                 "0666 metrics socket but is closed without an answer", out)
     s = socket.socket(socket.AF_UNIX)
     s.settimeout(5)
     s.connect(msock)
@@ -207,16 +207,16 @@ def main():
             break
         got += b
     s.close()
-    ok(got.startswith(b"HTTP/1.1 200") and
-       re.search(rb'idem_connections_rejected_total\{reason="metrics_peer"'
-                 rb'\} 1\n', got) is not None,
-       "uid 0 is answered 200, and the refusal counted "
-       "(reason=\"metrics_peer\" 1)", got[:200])
+    check.expect(got.startswith(b"HTTP/1.1 200") and
+                 re.search(rb'idem_connections_rejected_total\{reason="metrics_peer"'
+                           rb'\} 1\n', got) is not None,
+                 "uid 0 is answered 200, and the refusal counted "
+                 "(reason=\"metrics_peer\" 1)", got[:200])
     logs = [ln for ln in app.log_lines()
             if "refused: not in [metrics] allow_uid" in ln.get("msg", "")]
-    ok(len(logs) == 1 and "uid 65534" in logs[0]["msg"],
-       "the refusal logged once, with the uid", logs)
-    ok(app.stop() == 0, "the app exits 0")
+    check.expect(len(logs) == 1 and "uid 65534" in logs[0]["msg"],
+                 "the refusal logged once, with the uid", logs)
+    check.expect(app.stop() == 0, "the app exits 0")
 
     os.unlink(msock)
     write_conf(conf, a.pghost, a.pgport,
@@ -225,9 +225,9 @@ def main():
     app = App(a.builddir, conf, sock + "3", os.path.join(tmp, "app3.log"))
     wait_for(lambda: os.path.exists(msock), 10)
     rc, out = as_nobody(UNIX_GET % msock)
-    ok(out == "HTTP/1.1 200 OK", "allow_uid = nobody (a name): nobody is "
-       "answered 200", out)
-    ok(app.stop() == 0, "the app exits 0")
+    check.expect(out == "HTTP/1.1 200 OK", "allow_uid = nobody (a name): nobody is "
+                 "answered 200", out)
+    check.expect(app.stop() == 0, "the app exits 0")
 
     # --- 3. a socket inherited on fd 0 is left as it is -------------------
     isock = os.path.join(tmp, "inherited.sock")
@@ -253,10 +253,10 @@ def main():
             break
     c.close()
     m, _ = mode_of(isock)
-    ok(status_of(fcgi_stdout(got)) == 200 and m == 0o604,
-       "fd 0 socket: served (/healthz 200) and its mode left at 0604 "
-       "(%04o)" % m, got[:200])
-    ok(stop(p) == 0, "the app exits 0")
+    check.expect(status_of(fcgi_stdout(got)) == 200 and m == 0o604,
+                 "fd 0 socket: served (/healthz 200) and its mode left at 0604 "
+                 "(%04o)" % m, got[:200])
+    check.expect(stop(p) == 0, "the app exits 0")
 
     # --- 4. [server] allow and FCGI_WEB_SERVER_ADDRS on TCP ---------------
     for how, extra, env in (
@@ -272,27 +272,27 @@ def main():
         t0 = time.monotonic()
         got, end = tcp_exchange(port, "127.0.0.1", b"")
         took = time.monotonic() - t0
-        ok(got == b"" and end in ("eof", "reset") and took < 1,
-           "%s: a peer from 127.0.0.1 that sends nothing is closed at "
-           "once (%.3f s, %s)" % (how, took, end))
+        check.expect(got == b"" and end in ("eof", "reset") and took < 1,
+                     "%s: a peer from 127.0.0.1 that sends nothing is closed at "
+                     "once (%.3f s, %s)" % (how, took, end))
         got, end = tcp_exchange(port, "127.0.0.1", fcgi_bytes())
-        ok(got == b"", "%s: a whole request from 127.0.0.1 gets no byte "
-           "back (%s)" % (how, end))
+        check.expect(got == b"", "%s: a whole request from 127.0.0.1 gets no byte "
+                     "back (%s)" % (how, end))
         got, end = tcp_exchange(port, "127.0.0.2",
                                 fcgi_bytes("/metrics"))
         body = fcgi_stdout(got)
-        ok(status_of(body) == 200 and
-           re.search(rb'idem_connections_rejected_total\{reason="peer"\} '
-                     rb'2\n', body) is not None,
-           "%s: 127.0.0.2 is served, and the 2 refusals counted "
-           "(reason=\"peer\")" % how, body[:300])
+        check.expect(status_of(body) == 200 and
+                     re.search(rb'idem_connections_rejected_total\{reason="peer"\} '
+                               rb'2\n', body) is not None,
+                     "%s: 127.0.0.2 is served, and the 2 refusals counted "
+                     "(reason=\"peer\")" % how, body[:300])
         log.flush()
         lines = [ln for ln in open(logp)
                  if "refused: not in [server] allow" in ln]
-        ok(len(lines) == 1 and "127.0.0.1" in lines[0],
-           "%s: logged once (the 1st refusal; then the 10th, 100th...)"
-           % how, lines)
-        ok(stop(p) == 0, "the app exits 0")
+        check.expect(len(lines) == 1 and "127.0.0.1" in lines[0],
+                     "%s: logged once (the 1st refusal; then the 10th, 100th...)"
+                     % how, lines)
+        check.expect(stop(p) == 0, "the app exits 0")
 
     # --- 5. scrapes while idle peers hold the metrics port ----------------
     mport = free_port()
@@ -311,10 +311,10 @@ def main():
         got, end = tcp_exchange(mport, "127.0.0.1",
                                 b"GET /metrics HTTP/1.0\r\n\r\n")
         took = time.monotonic() - t0
-        ok(got.startswith(b"HTTP/1.1 200") and took < SCRAPE_BOUND,
-           "%d idle connections open: a scrape answers 200 in %.1f ms "
-           "(bound %d ms)" % (n, took * 1e3, SCRAPE_BOUND * 1e3),
-           got[:100])
+        check.expect(got.startswith(b"HTTP/1.1 200") and took < SCRAPE_BOUND,
+                     "%d idle connections open: a scrape answers 200 in %.1f ms "
+                     "(bound %d ms)" % (n, took * 1e3, SCRAPE_BOUND * 1e3),
+                     got[:100])
         for s in idle:
             s.close()
     # HEAD /metrics: the GET's head, no body.
@@ -322,18 +322,18 @@ def main():
                             b"HEAD /metrics HTTP/1.0\r\n\r\n")
     head, _, body = got.partition(b"\r\n\r\n")
     m = re.search(rb"Content-Length: (\d+)", head)
-    ok(head.startswith(b"HTTP/1.1 200") and m is not None and
-       int(m.group(1)) > 1000 and body == b"",
-       "HEAD /metrics: 200, the GET's Content-Length (%s), no body (%d "
-       "bytes)" % (m.group(1).decode() if m else None, len(body)), got[:200])
+    check.expect(head.startswith(b"HTTP/1.1 200") and m is not None and
+                 int(m.group(1)) > 1000 and body == b"",
+                 "HEAD /metrics: 200, the GET's Content-Length (%s), no body (%d "
+                 "bytes)" % (m.group(1).decode() if m else None, len(body)), got[:200])
     # A refused address: closed at accept, before reading.
     got, end = tcp_exchange(mport, "127.0.0.3",
                             b"GET /metrics HTTP/1.0\r\n\r\n")
-    ok(got == b"", "a peer not in [metrics] allow (127.0.0.3) gets no "
-       "byte back (%s)" % end)
-    ok(stop(p) == 0, "the app exits 0")
+    check.expect(got == b"", "a peer not in [metrics] allow (127.0.0.3) gets no "
+                 "byte back (%s)" % end)
+    check.expect(stop(p) == 0, "the app exits 0")
     return done()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

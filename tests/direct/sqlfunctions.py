@@ -29,7 +29,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import Db, conf_text, done, missing, ok, write  # noqa: E402
+from direct import run_main, Db, conf_text, done, missing, check, write  # noqa: E402
 
 # The tree before sql/functions/ existed: its numbered migrations define,
 # drop and redefine the functions.
@@ -126,15 +126,15 @@ def check_files(db, name, fdir):
                      "'public'::regnamespace" % (body, fn), name)
         if got != "1 true":
             bad.append("%s: %s (count, same body)" % (fn, got))
-    ok(files and not bad, "%s: the %d files of sql/functions each create "
-       "one function named as the file, in the database with the file's "
-       "body" % (name, len(files)), "\n".join(bad))
+    check.expect(files and not bad, "%s: the %d files of sql/functions each create "
+                 "one function named as the file, in the database with the file's "
+                 "body" % (name, len(files)), "\n".join(bad))
     extra = [n for n in db.sql(
         "SELECT proname FROM pg_proc WHERE pronamespace = "
         "'public'::regnamespace AND proname LIKE 'idem\\_%' ORDER BY 1",
         name).split("\n") if n and n not in names]
-    ok(not extra, "%s: no idem_ function of the database lacks a file "
-       "in sql/functions" % name, extra)
+    check.expect(not extra, "%s: no idem_ function of the database lacks a file "
+                 "in sql/functions" % name, extra)
 
 
 def seed(db, name, ctl, conf):
@@ -163,36 +163,36 @@ def upgrade(db, args, tmp, base_ctl, ctl, new_dirs):
     fresh_db(db, UPGRADE)
     rc, out = migrate(base_ctl, conf, os.path.join(old, "sql"),
                       os.path.join(old, "apps/payments/sql"))
-    ok(rc == 0 and not os.path.isdir(os.path.join(old, "sql/functions")),
-       "%s's tree (no sql/functions) migrates a database" % BASE, out)
+    check.expect(rc == 0 and not os.path.isdir(os.path.join(old, "sql/functions")),
+                 "%s's tree (no sql/functions) migrates a database" % BASE, out)
     seed(db, UPGRADE, ctl, conf)
     before = db.sql("SELECT count(*) FROM idempotency_keys", UPGRADE)
     rc, out = migrate(ctl, conf, *new_dirs)
-    ok(rc == 0 and "0 migrations applied from" in out,
-       "then this tree's migrate succeeds, no numbered migration to apply",
-       out)
+    check.expect(rc == 0 and "0 migrations applied from" in out,
+                 "then this tree's migrate succeeds, no numbered migration to apply",
+                 out)
     got, want = schema(db, UPGRADE), schema(db, FRESH)
     for k in SCHEMA:
         diff = sorted(set(got[k]) ^ set(want[k]))
-        ok(got[k] == want[k] and got[k] != [""],
-           "upgraded and fresh databases have the same %s (%d)" %
-           (k, len(want[k])), "\n".join(d[:300] for d in diff[:6]))
-    ok(db.sql("SELECT count(*) FROM idempotency_keys", UPGRADE) == before ==
-       "2", "the upgrade keeps the records (2)", before)
-    ok(db.sql("SELECT state || ' ' || recovery_point || ' ' || "
-              "(remember_ms = 60000) FROM idempotency_keys "
-              "WHERE key = 'k-done'", UPGRADE) == "completed finished true",
-       "a record completed before the upgrade is read as it was")
+        check.expect(got[k] == want[k] and got[k] != [""],
+                     "upgraded and fresh databases have the same %s (%d)" %
+                     (k, len(want[k])), "\n".join(d[:300] for d in diff[:6]))
+    check.expect(db.sql("SELECT count(*) FROM idempotency_keys", UPGRADE) == before ==
+                 "2", "the upgrade keeps the records (2)", before)
+    check.expect(db.sql("SELECT state || ' ' || recovery_point || ' ' || "
+                        "(remember_ms = 60000) FROM idempotency_keys "
+                        "WHERE key = 'k-done'", UPGRADE) == "completed finished true",
+                 "a record completed before the upgrade is read as it was")
     # The trigger's function is the file's, not 012's placeholder.
     db.sql("INSERT INTO idempotency_keys (api_key_id, key, request_method, "
            "request_path, request_fingerprint, state, response_status, "
            "created_at, expires_at) VALUES (1, 'k-past', 'POST', '/x', "
            "sha256('c'), 'completed', 200, now() - interval '3 days', "
            "now() - interval '2 days')", UPGRADE)
-    ok(db.sql("SELECT created_lo < now() - interval '3 days' FROM "
-              "idem_evict_horizon", UPGRADE) == "t",
-       "upgraded: a past-dated record lowers the eviction horizon "
-       "(the trigger's function from sql/functions)")
+    check.expect(db.sql("SELECT created_lo < now() - interval '3 days' FROM "
+                        "idem_evict_horizon", UPGRADE) == "t",
+                 "upgraded: a past-dated record lowers the eviction horizon "
+                 "(the trigger's function from sql/functions)")
     check_files(db, UPGRADE, os.path.join(args.srcdir, "sql/functions"))
     regress(args, UPGRADE)
 
@@ -211,10 +211,10 @@ def regress(args, name):
                            env=dict(os.environ,
                                     IDEM_REGRESS_CONNINFO=conninfo))
         n = len(re.findall(r"(?m)^ok ", p.stdout))
-        ok(p.returncode == 0 and n > 0 and
-           not re.search(r"(?m)^not ok", p.stdout),
-           "regress/%s passes on the upgraded database (%d checks)" % (r, n),
-           (p.stdout + p.stderr)[-1500:])
+        check.expect(p.returncode == 0 and n > 0 and
+                     not re.search(r"(?m)^not ok", p.stdout),
+                     "regress/%s passes on the upgraded database (%d checks)" % (r, n),
+                     (p.stdout + p.stderr)[-1500:])
 
 
 def atomic(db, args, tmp, ctl):
@@ -225,7 +225,7 @@ def atomic(db, args, tmp, ctl):
     write(conf, conf_text(args.pghost, args.pgport, SCRATCH, ""))
     fresh_db(db, SCRATCH)
     rc, out = migrate(ctl, conf, sql)
-    ok(rc == 0, "scratch: this tree's sql/ migrates", out)
+    check.expect(rc == 0, "scratch: this tree's sql/ migrates", out)
     write(os.path.join(sql, "999_later.sql"),
           "CREATE TABLE idem_later (id int);\n")
     broken = os.path.join(sql, "functions", "idem_zz_broken.sql")
@@ -233,21 +233,21 @@ def atomic(db, args, tmp, ctl):
           "RETURNS bigint\nLANGUAGE sql STABLE AS $$\n"
           "\tSELECT count(*) FROM idem_no_such_table\n$$;\n")
     rc, out = migrate(ctl, conf, sql)
-    ok(rc == 1 and "idem_zz_broken.sql" in out and
-       db.sql("SELECT to_regclass('idem_later') IS NULL AND NOT EXISTS "
-              "(SELECT 1 FROM idem_migrations WHERE name = "
-              "'999_later.sql')", SCRATCH) == "t",
-       "a function whose LANGUAGE sql body names a missing table fails "
-       "migrate, naming its file, and the run's migration is rolled back",
-       out)
+    check.expect(rc == 1 and "idem_zz_broken.sql" in out and
+                 db.sql("SELECT to_regclass('idem_later') IS NULL AND NOT EXISTS "
+                        "(SELECT 1 FROM idem_migrations WHERE name = "
+                        "'999_later.sql')", SCRATCH) == "t",
+                 "a function whose LANGUAGE sql body names a missing table fails "
+                 "migrate, naming its file, and the run's migration is rolled back",
+                 out)
     write(broken, "CREATE OR REPLACE FUNCTION idem_zz_broken()\n"
           "RETURNS bigint\nLANGUAGE sql STABLE AS $$\n"
           "\tSELECT count(*) FROM idem_later\n$$;\n")
     rc, out = migrate(ctl, conf, sql)
-    ok(rc == 0 and "1 migration applied" in out and
-       db.sql("SELECT idem_zz_broken()", SCRATCH) == "0",
-       "fixed, the next migrate applies the migration and then the "
-       "function that reads its table", out)
+    check.expect(rc == 0 and "1 migration applied" in out and
+                 db.sql("SELECT idem_zz_broken()", SCRATCH) == "0",
+                 "fixed, the next migrate applies the migration and then the "
+                 "function that reads its table", out)
     signature_change(db, sql, conf, ctl)
 
 
@@ -259,9 +259,9 @@ def signature_change(db, sql, conf, ctl):
     write(fn, "CREATE OR REPLACE FUNCTION idem_zz_broken()\n"
           "RETURNS text\nLANGUAGE sql STABLE AS $$\n\tSELECT 'x'\n$$;\n")
     rc, out = migrate(ctl, conf, sql)
-    ok(rc == 1 and "idem_zz_broken.sql" in out,
-       "a file that changes a function's return type alone fails migrate",
-       out)
+    check.expect(rc == 1 and "idem_zz_broken.sql" in out,
+                 "a file that changes a function's return type alone fails migrate",
+                 out)
     write(os.path.join(sql, "998_sig.sql"),
           "DROP FUNCTION idem_zz_broken();\n")
     write(fn, "CREATE OR REPLACE FUNCTION idem_zz_broken(p bigint)\n"
@@ -270,10 +270,10 @@ def signature_change(db, sql, conf, ctl):
     got = db.sql("SELECT string_agg(oid::regprocedure::text || ' ' || "
                  "prorettype::regtype::text, ',') FROM pg_proc WHERE "
                  "proname = 'idem_zz_broken'", SCRATCH)
-    ok(rc == 0 and got == "idem_zz_broken(bigint) text" and
-       db.sql("SELECT idem_zz_broken(7)", SCRATCH) == "7",
-       "with a migration dropping the old signature it applies: only the "
-       "new signature is left", "%s\n%s" % (out, got))
+    check.expect(rc == 0 and got == "idem_zz_broken(bigint) text" and
+                 db.sql("SELECT idem_zz_broken(7)", SCRATCH) == "7",
+                 "with a migration dropping the old signature it applies: only the "
+                 "new signature is left", "%s\n%s" % (out, got))
 
 
 def main():
@@ -295,14 +295,14 @@ def main():
         write(conf, conf_text(args.pghost, args.pgport, FRESH, ""))
         fresh_db(db, FRESH)
         rc, out = migrate(ctl, conf, *new_dirs)
-        ok(rc == 0, "this tree migrates a new database", out)
+        check.expect(rc == 0, "this tree migrates a new database", out)
         check_files(db, FRESH, fdir)
         first = schema(db, FRESH)
         rc, out = migrate(ctl, conf, *new_dirs)
-        ok(rc == 0 and schema(db, FRESH) == first and
-           out.count("0 migrations applied") == 2,
-           "migrate a second time: no migration applied, the functions "
-           "and the schema unchanged", out)
+        check.expect(rc == 0 and schema(db, FRESH) == first and
+                     out.count("0 migrations applied") == 2,
+                     "migrate a second time: no migration applied, the functions "
+                     "and the schema unchanged", out)
         upgrade(db, args, tmp, args.base_idemctl or ctl, ctl, new_dirs)
         atomic(db, args, tmp, ctl)
     finally:
@@ -313,4 +313,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -26,7 +26,6 @@ Every wait is for a condition with a deadline.  Prints TAP.  Usage:
 
 import json
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -37,9 +36,9 @@ TESTS = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(TESTS, "lifecycle"))
 sys.dont_write_bytecode = True
-from direct import run_args  # noqa: E402
+from direct import remove_tmp, run_args, run_main  # noqa: E402
 from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
-                    gauge, ok, scrape, wait_for, write)
+                    gauge, check, scrape, wait_for, write)
 from lcenv import Simulator  # noqa: E402
 import httpc  # noqa: E402  (tests/integration, on the path via direct)
 
@@ -177,18 +176,18 @@ class Run:
         """An owner whose acquirer call is held: awaited there."""
         held = self.acq.stats()["held"]
         c = self.post(secret, key, amount)
-        ok(wait_for(lambda: self.acq.stats()["held"] == held + 1, DEADLINE),
-           "the owner of %s is held in its acquirer call" % key,
-           c.describe())
+        check.expect(wait_for(lambda: self.acq.stats()["held"] == held + 1, DEADLINE),
+                     "the owner of %s is held in its acquirer call" % key,
+                     c.describe())
         return c
 
     def waiter(self, secret, key, amount, waiting):
         """A duplicate with Prefer: wait=10, awaited as the waiting-th."""
         c = self.post(secret, key, amount, prefer="wait=10")
-        ok(wait_for(lambda: metric(self.mport, "idem_prefer_waiters") ==
-                    waiting, DEADLINE),
-           "duplicate %d of %s waits (idem_prefer_waiters %d)"
-           % (waiting, key, waiting), c.describe() if c.join(0) else None)
+        check.expect(wait_for(lambda: metric(self.mport, "idem_prefer_waiters") ==
+                              waiting, DEADLINE),
+                     "duplicate %d of %s waits (idem_prefer_waiters %d)"
+                     % (waiting, key, waiting), c.describe() if c.join(0) else None)
         return c
 
     def refused(self, secret, key, amount, why):
@@ -196,12 +195,12 @@ class Run:
         c = self.post(secret, key, amount, prefer="wait=10")
         c.join(AT_ONCE + 2)
         r = c.r
-        ok(r is not None and r.status == 409 and
-           (r.problem_type() or "").endswith("/idempotency-key-in-flight")
-           and (r.header("Retry-After") or "").strip() == "1" and
-           r.header("Preference-Applied") is None and c.took < AT_ONCE,
-           "a duplicate of %s past %s: 409 idempotency-key-in-flight, "
-           "Retry-After: 1, at once (%s)" % (key, why, c.describe()))
+        check.expect(r is not None and r.status == 409 and
+                     (r.problem_type() or "").endswith("/idempotency-key-in-flight")
+                     and (r.header("Retry-After") or "").strip() == "1" and
+                     r.header("Preference-Applied") is None and c.took < AT_ONCE,
+                     "a duplicate of %s past %s: 409 idempotency-key-in-flight, "
+                     "Retry-After: 1, at once (%s)" % (key, why, c.describe()))
         return c
 
     def stop(self):
@@ -216,16 +215,16 @@ def replays(run, owner, waiters, key):
     retry replay it."""
     owner.join(DEADLINE)
     first = owner.r
-    ok(first is not None and first.status == 201,
-       "the owner of %s answers 201 once its call is released (%s)"
-       % (key, owner.describe()))
+    check.expect(first is not None and first.status == 201,
+                 "the owner of %s answers 201 once its call is released (%s)"
+                 % (key, owner.describe()))
     for i, w in enumerate(waiters):
         w.join(DEADLINE)
-        ok(w.r is not None and w.r.status == first.status and
-           w.r.replayed and w.r.body == first.body and
-           w.r.header("Preference-Applied") == "wait=10",
-           "waiter %d of %s: the owner's answer replayed, "
-           "Preference-Applied: wait=10" % (i + 1, key), w.describe())
+        check.expect(w.r is not None and w.r.status == first.status and
+                     w.r.replayed and w.r.body == first.body and
+                     w.r.header("Preference-Applied") == "wait=10",
+                     "waiter %d of %s: the owner's answer replayed, "
+                     "Preference-Applied: wait=10" % (i + 1, key), w.describe())
     return first
 
 
@@ -240,14 +239,14 @@ def quick(run, what):
             "POST", PAY, run.secret_c, b, "other-%d" % run.n_other), b))
     worst_h = max(c.took for c in health)
     worst_c = max(c.took for c in creates)
-    ok(all(c.r is not None and c.r.status == 200 for c in health) and
-       worst_h <= BOUND, "GET /healthz -> 200 within 100 ms while %s "
-       "(worst %.1f ms)" % (what, worst_h * 1e3),
-       [c.describe() for c in health])
-    ok(all(c.r is not None and c.r.status == 201 for c in creates) and
-       worst_c <= BOUND, "another tenant's create -> 201 within 100 ms "
-       "meanwhile (worst %.1f ms)" % (worst_c * 1e3),
-       [c.describe() for c in creates])
+    check.expect(all(c.r is not None and c.r.status == 200 for c in health) and
+                 worst_h <= BOUND, "GET /healthz -> 200 within 100 ms while %s "
+                 "(worst %.1f ms)" % (what, worst_h * 1e3),
+                 [c.describe() for c in health])
+    check.expect(all(c.r is not None and c.r.status == 201 for c in creates) and
+                 worst_c <= BOUND, "another tenant's create -> 201 within 100 ms "
+                 "meanwhile (worst %.1f ms)" % (worst_c * 1e3),
+                 [c.describe() for c in creates])
     return len(creates)
 
 
@@ -258,9 +257,8 @@ def worker_bound(run):
     # Configuration as on af7e0cf (max_waiters_per_tenant is new; its
     # default, 2, would refuse the third too, but the worker bound comes
     # first and is what the metric names).
-    if not ok(run.start("[server]\nthreads = 4\n"),
-              "an app with threads = 4 starts", run.log_tail()):
-        return
+    check.expect(run.start("[server]\nthreads = 4\n"),
+                 "an app with threads = 4 starts", run.log_tail())
     # Warm: pool connections, the authentication cache of the tenants.
     for i, s in enumerate((run.secret_a, run.secret_b, run.secret_c)):
         run.post(s, "warm-%d" % i, 100 + i).join(DEADLINE)
@@ -269,27 +267,27 @@ def worker_bound(run):
     owner = run.hold_owner(run.secret_a, "w-1", 1000)
     waiters = [run.waiter(run.secret_a, "w-1", 1000, n) for n in (1, 2)]
     run.refused(run.secret_a, "w-1", 1000, "the last worker")
-    ok(metric(run.mport, "idem_prefer_waiters") == 2 and
-       waits(run.mport, "refused_worker") == 1,
-       "still 2 waiting, 1 counted in idem_prefer_waits_total"
-       "{outcome=\"refused_worker\"}")
+    check.expect(metric(run.mport, "idem_prefer_waiters") == 2 and
+                 waits(run.mport, "refused_worker") == 1,
+                 "still 2 waiting, 1 counted in idem_prefer_waits_total"
+                 "{outcome=\"refused_worker\"}")
     others = quick(run, "an owner and 2 waiters hold 3 of 4 workers")
-    ok(run.acq.stats()["held"] == 1 and owner.join(0) is False,
-       "all this while the owner was still in its acquirer call")
+    check.expect(run.acq.stats()["held"] == 1 and owner.join(0) is False,
+                 "all this while the owner was still in its acquirer call")
 
     run.acq.release()
     first = replays(run, owner, waiters, "w-1")
     retry = timed(run.sock, params("POST", PAY, run.secret_a, body(1000),
                                    "w-1"), body(1000))
-    ok(first is not None and retry.r is not None and
-       retry.r.status == 201 and retry.r.replayed and
-       retry.r.body == first.body, "a later retry replays it",
-       retry.describe())
+    check.expect(first is not None and retry.r is not None and
+                 retry.r.status == 201 and retry.r.replayed and
+                 retry.r.body == first.body, "a later retry replays it",
+                 retry.describe())
     st = run.acq.stats()
-    ok(st["charges"] == charges + 1 + others and
-       waits(run.mport, "replayed") == 2,
-       "the acquirer charged once for w-1 (charges %d -> %d); 2 counted "
-       "as replayed" % (charges, st["charges"]))
+    check.expect(st["charges"] == charges + 1 + others and
+                 waits(run.mport, "replayed") == 2,
+                 "the acquirer charged once for w-1 (charges %d -> %d); 2 counted "
+                 "as replayed" % (charges, st["charges"]))
 
     # Owners of other keys hold workers too.
     run.acq.control("hold", count=2)
@@ -298,8 +296,8 @@ def worker_bound(run):
     wa = [run.waiter(run.secret_a, "w-2", 1001, 1)]
     run.refused(run.secret_b, "w-3", 1002, "the last worker (2 owners, "
                 "1 waiter of another tenant)")
-    ok(waits(run.mport, "refused_worker") == 2, "2 counted as "
-       "refused_worker")
+    check.expect(waits(run.mport, "refused_worker") == 2, "2 counted as "
+                 "refused_worker")
     quick(run, "2 owners and a waiter hold 3 of 4 workers")
     run.acq.release()
     replays(run, owner_a, wa, "w-2")
@@ -309,13 +307,11 @@ def worker_bound(run):
 
 def tenant_bound(run):
     """threads 16: only max_waiters_per_tenant applies."""
-    if not ok(run.start("[server]\nthreads = 16\n[idempotency]\n"
-                        "max_waiters = 8\nmax_waiters_per_tenant = 2\n"),
-              "an app with threads = 16, max_waiters = 8 and "
-              "max_waiters_per_tenant = 2 starts",
-              run.log_tail()):
-        run.stop_app()
-        return
+    check.expect(run.start("[server]\nthreads = 16\n[idempotency]\n"
+                           "max_waiters = 8\nmax_waiters_per_tenant = 2\n"),
+                 "an app with threads = 16, max_waiters = 8 and "
+                 "max_waiters_per_tenant = 2 starts",
+                 run.log_tail())
     run.acq.control("hold", count=2)
     owner_a = run.hold_owner(run.secret_a, "t-a", 3000)
     owner_b = run.hold_owner(run.secret_b, "t-b", 3001)
@@ -323,13 +319,13 @@ def tenant_bound(run):
     for _ in range(2):
         run.refused(run.secret_a, "t-a", 3000, "max_waiters_per_tenant")
     wb = [run.waiter(run.secret_b, "t-b", 3001, 3)]
-    ok(waits(run.mport, "refused_tenant") == 2 and
-       waits(run.mport, "refused_worker") == 0 and
-       waits(run.mport, "refused") == 0,
-       "2 counted in idem_prefer_waits_total{outcome=\"refused_tenant\"}, "
-       "none as refused or refused_worker")
-    ok(run.acq.stats()["held"] == 2, "both owners still in their "
-       "acquirer calls")
+    check.expect(waits(run.mport, "refused_tenant") == 2 and
+                 waits(run.mport, "refused_worker") == 0 and
+                 waits(run.mport, "refused") == 0,
+                 "2 counted in idem_prefer_waits_total{outcome=\"refused_tenant\"}, "
+                 "none as refused or refused_worker")
+    check.expect(run.acq.stats()["held"] == 2, "both owners still in their "
+                 "acquirer calls")
     run.acq.release()
     replays(run, owner_a, wa, "t-a")
     replays(run, owner_b, wb, "t-b")
@@ -348,12 +344,9 @@ def main():
         if run is not None:
             run.acq.release()
             run.stop()
-        if os.environ.get("IDEM_KEEP_TMP") != "1":
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print("# kept %s" % tmp)
+        remove_tmp(tmp)
     return done()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

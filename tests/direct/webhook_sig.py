@@ -22,7 +22,7 @@ import sys
 import time
 
 sys.dont_write_bytecode = True
-from direct import done, missing, ok  # noqa: E402
+from direct import run_main, done, missing, check  # noqa: E402
 
 # The specification's example ("Signature scheme").
 VECTOR = ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
@@ -51,9 +51,8 @@ def main():
     script = os.path.join(src, "tests", "direct", "webhook_sig.js")
     bin_ = os.path.join(os.path.abspath(args.builddir), "tests", "direct",
                         "webhook_tool")
-    if not ok(os.access(bin_, os.X_OK), "tests/direct/webhook_tool is "
-              "built", "%s missing: make check builds it" % bin_):
-        return done()
+    check.expect(os.access(bin_, os.X_OK), "tests/direct/webhook_tool is "
+                 "built", "%s missing: make check builds it" % bin_)
     why = None
     if shutil.which("node") is None:
         why = "node is not installed"
@@ -69,9 +68,9 @@ def main():
     for _ in range(2):
         rc, s = tool(bin_, ["secret"], b"")
         secrets.append(s)
-    ok(all(s.startswith("whsec_") and len(s) == 38 for s in secrets)
-       and secrets[0] != secrets[1], "idem_webhook_secret_new: two "
-       "different whsec_ secrets", secrets)
+    check.expect(all(s.startswith("whsec_") and len(s) == 38 for s in secrets)
+                 and secrets[0] != secrets[1], "idem_webhook_secret_new: two "
+                 "different whsec_ secrets", secrets)
     # Keys of other lengths, one written without its prefix.
     secrets.append("whsec_" + base64.b64encode(os.urandom(32)).decode())
     secrets.append(base64.b64encode(os.urandom(64)).decode())
@@ -146,69 +145,67 @@ def main():
     p = subprocess.run(["node", script], input=json.dumps(
         {"module": module, "cases": cases}).encode(), capture_output=True,
         timeout=120)
-    if not ok(p.returncode == 0, "the reference library ran",
-              p.stderr.decode()[-2000:]):
-        return done()
+    check.expect(p.returncode == 0, "the reference library ran",
+                 p.stderr.decode()[-2000:])
     results = json.loads(p.stdout)
-    if not ok(len(results) == len(cases), "one result per case (%d)"
-              % len(cases)):
-        return done()
+    check.expect(len(results) == len(cases), "one result per case (%d)"
+                 % len(cases))
 
     for case, what, res in zip(cases, expect, results):
         kind = what[0]
         body = base64.b64decode(case["body"])
         if kind == "vector":
-            ok(res.get("sig") == VECTOR[4], "the library signs the "
-               "specification's vector as published", res)
+            check.expect(res.get("sig") == VECTOR[4], "the library signs the "
+                         "specification's vector as published", res)
             rc, sig = tool(bin_, ["sign", VECTOR[0], VECTOR[1], VECTOR[2]],
                            VECTOR[3])
-            ok(rc == 0 and sig == VECTOR[4], "idem signs it the same", sig)
+            check.expect(rc == 0 and sig == VECTOR[4], "idem signs it the same", sig)
         elif kind == "same":
             bname, _, secret, mid, rc, sig = combos[what[1]]
-            ok(rc == 0 and res.get("sig") == sig, "%s body: the library's "
-               "signature is idem's, byte for byte" % bname,
-               (sig, res))
+            check.expect(rc == 0 and res.get("sig") == sig, "%s body: the library's "
+                         "signature is idem's, byte for byte" % bname,
+                         (sig, res))
             # The library's signature, verified by idem; then changed.
             v = tool(bin_, ["verify", secret, mid, now, res.get("sig", ""),
                             now, TOLERANCE], body)
-            ok(v == (0, "ok"), "%s body: idem verifies the library's "
-               "signature" % bname, v)
+            check.expect(v == (0, "ok"), "%s body: idem verifies the library's "
+                         "signature" % bname, v)
             v = tool(bin_, ["verify", secret, mid, now, res.get("sig", ""),
                             now, TOLERANCE], body + b" ")
-            ok(v == (1, "mismatch"), "%s body: idem refuses it for a body "
-               "with a byte more" % bname, v)
+            check.expect(v == (1, "mismatch"), "%s body: idem refuses it for a body "
+                         "with a byte more" % bname, v)
             v = tool(bin_, ["verify", secret, mid, now + 1,
                             res.get("sig", ""), now, TOLERANCE], body)
-            ok(v == (1, "mismatch"), "%s body: idem refuses it for "
-               "timestamp + 1" % bname, v)
+            check.expect(v == (1, "mismatch"), "%s body: idem refuses it for "
+                         "timestamp + 1" % bname, v)
             v = tool(bin_, ["verify", secret, mid + "x", now,
                             res.get("sig", ""), now, TOLERANCE], body)
-            ok(v == (1, "mismatch"), "%s body: idem refuses it for "
-               "another id" % bname, v)
+            check.expect(v == (1, "mismatch"), "%s body: idem refuses it for "
+                         "another id" % bname, v)
         elif kind == "accept":
-            ok(res.get("ok") is True, "the library accepts: %s" % what[1],
-               res)
+            check.expect(res.get("ok") is True, "the library accepts: %s" % what[1],
+                         res)
             v = tool(bin_, ["verify", case["secret"], case["id"],
                             case["ts"], case["sigs"], now, TOLERANCE], body)
-            ok(v == (0, "ok"), "idem accepts: %s" % what[1], v)
+            check.expect(v == (0, "ok"), "idem accepts: %s" % what[1], v)
         elif kind == "reject":
-            ok(res.get("ok") is False and "No matching signature" in
-               res.get("error", ""), "the library refuses: %s" % what[1],
-               res)
+            check.expect(res.get("ok") is False and "No matching signature" in
+                         res.get("error", ""), "the library refuses: %s" % what[1],
+                         res)
             v = tool(bin_, ["verify", case["secret"], case["id"],
                             case["ts"], case["sigs"], now, TOLERANCE], body)
-            ok(v == (1, "mismatch"), "idem refuses: %s" % what[1], v)
+            check.expect(v == (1, "mismatch"), "idem refuses: %s" % what[1], v)
         else:
             word = kind.split("-")[1]
-            ok(res.get("ok") is False and "too " + word in
-               res.get("error", ""), "the library refuses: %s" % what[1],
-               res)
+            check.expect(res.get("ok") is False and "too " + word in
+                         res.get("error", ""), "the library refuses: %s" % what[1],
+                         res)
             v = tool(bin_, ["verify", case["secret"], case["id"],
                             case["ts"], case["sigs"], now, TOLERANCE], body)
-            ok(v == (1, "too_" + word), "idem refuses: %s (too_%s)"
-               % (what[1], word), v)
+            check.expect(v == (1, "too_" + word), "idem refuses: %s (too_%s)"
+                         % (what[1], word), v)
     return done()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

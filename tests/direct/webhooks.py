@@ -20,7 +20,6 @@ Every wait is for a condition with a deadline.  Prints TAP.  Usage:
 import json
 import os
 import re
-import shutil
 import signal
 import sys
 import tempfile
@@ -31,8 +30,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(TESTS, "lib"))
 sys.path.insert(0, os.path.join(TESTS, "lifecycle"))
 sys.dont_write_bytecode = True
-from direct import run_args  # noqa: E402
-from direct import App, Db, api_key, conf_text, done, ok, wait_for, write  # noqa: E402
+from direct import remove_tmp, run_args, run_main  # noqa: E402
+from direct import App, Db, api_key, conf_text, done, check, wait_for, write  # noqa: E402
 from lcenv import Simulator  # noqa: E402
 from webhook_receiver import Receiver, verify  # noqa: E402
 
@@ -128,51 +127,51 @@ def main():
             "url": rcv.url, "events": ["payment.succeeded",
                                        "payment.failed"]}, key="ep-1")
         ep = body_of(raw) or {}
-        ok(st.startswith("Status: 201") and ep.get("secret", "")
-           .startswith("whsec_"), "POST /v1/webhook_endpoints -> 201 with "
-           "a secret", raw[:300])
+        check.expect(st.startswith("Status: 201") and ep.get("secret", "")
+                     .startswith("whsec_"), "POST /v1/webhook_endpoints -> 201 with "
+                     "a secret", raw[:300])
 
         # An approved card: the outcome's phase enqueues payment.succeeded.
         st, raw = r.post("/v1/payments", {"amount": 1200, "currency": "eur"},
                          key="ok-1")
         pay = body_of(raw) or {}
-        ok(st.startswith("Status: 201") and pay.get("status") ==
-           "succeeded", "an approved card: 201 succeeded", raw[:300])
+        check.expect(st.startswith("Status: 201") and pay.get("status") ==
+                     "succeeded", "an approved card: 201 succeeded", raw[:300])
         got = r.settled(rcv, pay.get("id"), "payment.succeeded")
         _, graw = r.get("/v1/payments/%s" % pay.get("id"))
-        ok(len(got) == 1 and r.delivery(got[0].id) == "delivered 1 204" and
-           got[0].json()["data"] == body_of(graw) and
-           verify(ep.get("secret", ""), got[0].id, got[0].timestamp,
-                  got[0].signature, got[0].body) is None,
-           "its payment.succeeded delivered once, signed, data = GET "
-           "(status succeeded)", got)
+        check.expect(len(got) == 1 and r.delivery(got[0].id) == "delivered 1 204" and
+                     got[0].json()["data"] == body_of(graw) and
+                     verify(ep.get("secret", ""), got[0].id, got[0].timestamp,
+                            got[0].signature, got[0].body) is None,
+                     "its payment.succeeded delivered once, signed, data = GET "
+                     "(status succeeded)", got)
 
         # A declined card: 402 stored, payment.failed with the payment.
         r.acq.control("decline")
         st, raw = r.post("/v1/payments", {"amount": 1300, "currency": "eur"},
                          key="no-1")
         prob = body_of(raw) or {}
-        ok(st.startswith("Status: 402") and
-           prob.get("type", "").endswith("/payment-declined"),
-           "a declined card: 402 payment-declined", raw[:300])
+        check.expect(st.startswith("Status: 402") and
+                     prob.get("type", "").endswith("/payment-declined"),
+                     "a declined card: 402 payment-declined", raw[:300])
         failed = r.db.sql("SELECT id FROM payments WHERE status = 'failed'")
         got = r.settled(rcv, failed, "payment.failed")
         _, graw = r.get("/v1/payments/%s" % failed)
         data = got[0].json()["data"] if got else None
-        ok(len(got) == 1 and r.delivery(got[0].id) == "delivered 1 204" and
-           data == body_of(graw) and
-           data["status"] == "failed", "its payment.failed delivered once, "
-           "data = GET (status failed)", got)
+        check.expect(len(got) == 1 and r.delivery(got[0].id) == "delivered 1 204" and
+                     data == body_of(graw) and
+                     data["status"] == "failed", "its payment.failed delivered once, "
+                     "data = GET (status failed)", got)
         # Replays of both: nothing more committed.
         st1, _ = r.post("/v1/payments", {"amount": 1200, "currency": "eur"},
                         key="ok-1")
         st2, _ = r.post("/v1/payments", {"amount": 1300, "currency": "eur"},
                         key="no-1")
         ev = r.events()
-        ok(st1.startswith("Status: 201") and st2.startswith("Status: 402")
-           and [e["type"] for e in ev] == ["payment.succeeded",
-                                           "payment.failed"],
-           "replays of both enqueue nothing: two events in all", ev)
+        check.expect(st1.startswith("Status: 201") and st2.startswith("Status: 402")
+                     and [e["type"] for e in ev] == ["payment.succeeded",
+                                                     "payment.failed"],
+                     "replays of both enqueue nothing: two events in all", ev)
 
         # kill -9 after the commit, before the delivery.
         r.acq.control("approve")
@@ -183,8 +182,8 @@ def main():
         ev = wait_for(lambda: [e for e in r.events()
                                if e["type"] == "payment.succeeded"][1:],
                       DEADLINE)
-        ok(st.startswith("Status: 201") and ev, "a payment committed while "
-           "the receiver is down: its event is in the outbox", ev)
+        check.expect(st.startswith("Status: 201") and ev, "a payment committed while "
+                     "the receiver is down: its event is in the outbox", ev)
         wid = ev[0]["id"] if ev else None
         r.app.proc.send_signal(signal.SIGKILL)
         r.app.proc.wait(10)
@@ -192,26 +191,23 @@ def main():
         # The receiver is down: nothing can arrive, so the row says
         # whether an attempt counted as delivered.
         st = r.delivery(wid)
-        ok(st is not None and re.fullmatch(r"pending \d+ -", st),
-           "before the kill -9 its delivery is pending, no answer recorded",
-           st)
+        check.expect(st is not None and re.fullmatch(r"pending \d+ -", st),
+                     "before the kill -9 its delivery is pending, no answer recorded",
+                     st)
         rcv.start()
         r.app = r.start()
         got = r.settled(rcv, pay.get("id"), "payment.succeeded")
-        ok(len(got) == 1 and got[0].id == wid and
-           r.delivery(wid).startswith("delivered "), "after kill -9 and a "
-           "new process: delivered once (recorded), with the event's id",
-           (got, r.delivery(wid)))
+        check.expect(len(got) == 1 and got[0].id == wid and
+                     r.delivery(wid).startswith("delivered "), "after kill -9 and a "
+                     "new process: delivered once (recorded), with the event's id",
+                     (got, r.delivery(wid)))
     finally:
         rcv.stop()
         if r is not None:
             r.stop()
-        if os.environ.get("IDEM_KEEP_TMP") != "1":
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print("# kept %s" % tmp)
+        remove_tmp(tmp)
     return done()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -93,6 +93,30 @@ class Tap:
     def note(self, text):
         self.line("# " + text)
 
+    def finish(self, tmp, keep, t_start):
+        """The run's end: tmp kept (--keep) or removed, its time, the
+        plan."""
+        if keep:
+            self.note("kept %s" % tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.note("took %.1fs" % (time.monotonic() - t_start))
+        self.line("1..%d" % self.n)
+
+
+def bounded_run(seconds):
+    """SIGTERM and SIGHUP end the run as Ctrl-C does (cleaning up), and
+    so does its running longer than seconds."""
+    def on_signal(sig, frame):
+        raise KeyboardInterrupt("signal %d" % sig)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+
+    def on_alarm(sig, frame):
+        raise TimeoutError("the whole run took longer than %d s" % seconds)
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+
 
 class Scenario:
     """The checks of one scenario, declared up front so that a scenario
@@ -132,6 +156,20 @@ class Scenario:
             if cid not in self.done:
                 self.report(cid, False, why)
                 why = ["(see the failure above)"]
+
+    def run(self, fn, ctx, what):
+        """fn(ctx, self); if it dies (what died), the checks it did not
+        report fail.  True when it returned."""
+        try:
+            fn(ctx, self)
+            return True
+        except KeyboardInterrupt:
+            self.fail_rest(["interrupted"])
+            raise
+        except Exception:       # noqa: BLE001
+            self.fail_rest(["%s died:" % what,
+                            traceback.format_exc().rstrip()])
+            return False
 
 
 # --- helpers ------------------------------------------------------------------
@@ -1489,15 +1527,7 @@ def main():
     import hc                   # noqa: F811
     from harness import q       # noqa: F811
 
-    def on_signal(sig, frame):
-        raise KeyboardInterrupt("signal %d" % sig)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
-
-    def on_alarm(sig, frame):
-        raise TimeoutError("the whole run took longer than 330 s")
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(330)
+    bounded_run(330)
 
     tap = Tap()
     tmp = tempfile.mkdtemp(prefix="idem-faults.")
@@ -1542,13 +1572,7 @@ def main():
                 continue
             t0 = time.monotonic()
             try:
-                fn(ctx, sc)
-            except KeyboardInterrupt:
-                sc.fail_rest(["interrupted"])
-                raise
-            except Exception:       # noqa: BLE001
-                sc.fail_rest(["scenario %d died:" % num,
-                              traceback.format_exc().rstrip()])
+                sc.run(fn, ctx, "scenario %d" % num)
             finally:
                 for st in sc.stacks:
                     problems = st.stop()
@@ -1582,12 +1606,7 @@ def main():
             problems = fixtures.cleanup()
             for p in problems:
                 tap.note("cleanup: %s" % p)
-        if args.keep:
-            tap.note("kept %s" % tmp)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-        tap.note("took %.1fs" % (time.monotonic() - t_start))
-        tap.line("1..%d" % tap.n)
+        tap.finish(tmp, args.keep, t_start)
     rc = 1 if tap.failed else 0
     return rc
 

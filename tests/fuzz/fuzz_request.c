@@ -65,9 +65,6 @@ static const struct idem_body payment = { (const struct idem_member[]){
 	{ .name = NULL } }, 0, NULL, 0, 0 };
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int	LLVMFuzzerInitialize(int *argc, char ***argv);
-
-static struct idem_router	 router;
 
 static void
 fail(const char *what, const char *s, size_t n)
@@ -76,27 +73,6 @@ fail(const char *what, const char *s, size_t n)
 	if (s != NULL)
 		fprintf(stderr, "  input: [%.*s]\n", (int)n, s);
 	abort();
-}
-
-int
-LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	fuzz_routes_add(&router);
-	return 0;
-}
-
-static char *
-dupn(const char *p, size_t n)
-{
-	char	*s;
-
-	if ((s = malloc(n + 1)) == NULL)
-		abort();
-	memcpy(s, p, n);
-	s[n] = '\0';
-	return s;
 }
 
 static void

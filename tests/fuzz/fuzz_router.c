@@ -25,10 +25,7 @@
 #include "routes.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int	LLVMFuzzerInitialize(int *argc, char ***argv);
 
-
-static struct idem_router	 router;
 
 static void
 fail(const char *what, const char *method, const char *path)
@@ -36,27 +33,6 @@ fail(const char *what, const char *method, const char *path)
 	fprintf(stderr, "fuzz_router: property violated: %s\n", what);
 	fprintf(stderr, "  method: [%s]\n  path: [%s]\n", method, path);
 	abort();
-}
-
-int
-LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	fuzz_routes_add(&router);
-	return 0;
-}
-
-static char *
-dupn(const uint8_t *p, size_t n)
-{
-	char	*s;
-
-	if ((s = malloc(n + 1)) == NULL)
-		abort();
-	memcpy(s, p, n);
-	s[n] = '\0';
-	return s;
 }
 
 static size_t

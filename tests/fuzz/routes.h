@@ -8,6 +8,7 @@
 #define FUZZ_ROUTES_H
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -41,6 +42,33 @@ fuzz_routes_add(struct idem_router *r)
 		    fuzz_routes[i].pattern, 0, fuzz_handler,
 		    (void *)(uintptr_t)&fuzz_routes[i]) == -1)
 			abort();
+}
+
+/* The harness's router: the table above, added once. */
+static struct idem_router	 router;
+
+int	LLVMFuzzerInitialize(int *argc, char ***argv);
+
+int
+LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	fuzz_routes_add(&router);
+	return 0;
+}
+
+/* p's n bytes as a string; aborts when out of memory. */
+static char *
+dupn(const void *p, size_t n)
+{
+	char	*s;
+
+	if ((s = malloc(n + 1)) == NULL)
+		abort();
+	memcpy(s, p, n);
+	s[n] = '\0';
+	return s;
 }
 
 #endif

@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 
 from fx import SetupError, is_root, wait_until
+from harness import children_of
 from harness import DB, free_port, pid_running
 
 # The settings of bootstrap.dcs that matter for idem: the suite takes them
@@ -76,18 +77,7 @@ def _proc_pids(match):
 
 def children(pid):
     """pids of pid's direct children."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        if int(st[st.rindex(")") + 2:].split()[1]) == pid:
-            out.append(int(d))
-    return out
+    return children_of().get(pid, [])
 
 
 def kill(pid, sig=signal.SIGKILL):

@@ -1088,16 +1088,8 @@ def main():
     q = harness.q
     F = load_faults(srcdir)
 
-    def on_signal(sig, frame):
-        raise KeyboardInterrupt("signal %d" % sig)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
-
-    def on_alarm(sig, frame):
-        raise TimeoutError("the whole run took longer than 390 s")
-    signal.signal(signal.SIGALRM, on_alarm)
     # tests/run gives the suite 400 s: end (and clean up) before that
-    signal.alarm(390)
+    F.bounded_run(390)
 
     tap = F.Tap()
     tmp = tempfile.mkdtemp(prefix="idem-ha.")
@@ -1152,14 +1144,7 @@ def main():
                 sc.fail_rest([setup_error])
                 continue
             t0 = time.monotonic()
-            try:
-                fn(ctx, sc)
-            except KeyboardInterrupt:
-                sc.fail_rest(["interrupted"])
-                raise
-            except Exception:       # noqa: BLE001
-                sc.fail_rest(["event %d died:" % num,
-                              traceback.format_exc().rstrip()])
+            if not sc.run(fn, ctx, "event %d" % num):
                 for n in ha.nodes:
                     tap.diag(["%s: %s" % (n.name, ln) for ln in n.tail(6)])
             tap.note("event %d (%s) took %.1fs"
@@ -1177,12 +1162,7 @@ def main():
             problems += ha.cleanup()
         for p in problems:
             tap.note("cleanup: %s" % p)
-        if args.keep:
-            tap.note("kept %s" % tmp)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-        tap.note("took %.1fs" % (time.monotonic() - t_start))
-        tap.line("1..%d" % tap.n)
+        tap.finish(tmp, args.keep, t_start)
     return 1 if tap.failed else 0
 
 

@@ -314,6 +314,19 @@ class T:
                          % (first.body[:400], r.body[:400]))
 
 
+def wait_until(cond, timeout, what, interval=0.05):
+    """Poll cond() until it returns a true value (returned); Failed after
+    timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise Failed("%s: not the case after %.1f s" % (what, timeout))
+        time.sleep(interval)
+
+
 def run_checks(env, only=None, out=sys.stdout):
     """Run registered checks; print TAP; return (passed, failed, skipped)."""
     n = 0
@@ -396,8 +409,8 @@ def pid_running(pid):
     return state not in ("Z", "X")
 
 
-def app_pids(root_pids):
-    """pids of payments.fcgi processes among root_pids and descendants."""
+def children_of():
+    """{pid: [its children's pids]} of every process now."""
     children = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -409,6 +422,12 @@ def app_pids(root_pids):
         except (OSError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(d))
+    return children
+
+
+def app_pids(root_pids):
+    """pids of payments.fcgi processes among root_pids and descendants."""
+    children = children_of()
     found, todo = set(), list(root_pids)
     seen = set()
     while todo:

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 
-from harness import Failed, check, q
+from harness import Failed, check, q, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
@@ -32,10 +32,7 @@ DEADLINE = 30 if not os.environ.get("IDEM_APP_WRAPPER") else 120
 
 
 def _wait(t, cond, what, timeout=DEADLINE):
-    try:
-        return Receiver.wait(cond, timeout, what)
-    except AssertionError as e:
-        raise Failed(str(e))
+    return wait_until(cond, timeout, what)
 
 
 class Hook:

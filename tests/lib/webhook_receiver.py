@@ -2,21 +2,27 @@
 """webhook_receiver.py - a webhook receiver on loopback, for the tests of
 the payments sample's events and for scripts/demo.
 
-As a module (the tests): Receiver(secret=None) listens on 127.0.0.1 (port
-0: a free one; stop() and start() again keep the port, for "the receiver
-was down"), records every delivery (Delivery: its headers, body, the
-signature check), and answers as told:
+As a module (the tests, the one receiver they all use): Receiver()
+listens on 127.0.0.1 (port 0: a free one; stop() and start() again keep
+the port, for "the receiver was down"), records every delivery
+(Delivery: its path, headers, body, status, when), and answers as told:
 
-    r = Receiver()
+    r = Receiver()           # 2xx answers are 204 (ok_status=200: 200)
     r.fail_first = True      # 500 to the first attempt of each webhook-id
     r.status = 503           # this status to everything (None: 204)
     r.headers = {"Retry-After": "3"}   # headers sent with every answer
+    r.plans["/a"] = lambda n: 500 if n <= 2 else 200
+                             # the n-th POST (from 1) to /a gets plan(n)
     r.hold()                 # arriving deliveries wait (r.waiting counts
     r.release()              # them) until release(), then are answered
     r.hold(first_only=True)  # only a webhook-id's first arrival waits:
                              # its redeliveries are answered at once
+    r.hold(path="/b")        # POSTs to /b wait until r.release("/b")
     ...
-    r.wait(lambda: r.applied_ids(), 20, "an event applied")
+
+got() lists the deliveries answered; on(path) and ids(path) every POST
+to path as it arrived (a held one too: its status is None until it is
+answered). url is its /hooks URL, url_of(path) another path's.
 
 Like a receiver should, it applies an event once: the first delivery of a
 webhook-id answered 2xx is "applied", later ones (redeliveries) are only
@@ -86,7 +92,8 @@ class Delivery:
         self.headers = headers          # {lower-case name: value}
         self.body = body                # bytes
         self.status = status            # what the receiver answered
-        self.at = at                    # time.monotonic()
+        self.at = at                    # time.monotonic() at its arrival
+        self.wall = time.time()         # the same, on the wall clock
         self.id = headers.get("webhook-id")
         self.timestamp = headers.get("webhook-timestamp")
         self.signature = headers.get("webhook-signature")
@@ -100,11 +107,15 @@ class Delivery:
 
 
 class Receiver:
-    def __init__(self, port=0):
+    def __init__(self, port=0, ok_status=204):
         self.port = port
-        self.status = None          # None: 204 (or fail_first's 500)
+        self.ok_status = ok_status  # a 2xx answer when nothing else is told
+        self.status = None          # None: ok_status (or a plan's, or
+        self.fail_first = False     # fail_first's 500)
         self.headers = {}           # more headers of every answer
-        self.fail_first = False
+        self.plans = {}             # path -> plan(n): the n-th POST's status
+        self.held_paths = {}        # path -> the Event that releases it
+        self.arrivals = []          # every POST as it arrived (Delivery)
         self.deliveries = []
         self.applied = {}           # webhook-id -> 1 once applied
         self.lock = threading.Lock()
@@ -121,7 +132,10 @@ class Receiver:
 
     @property
     def url(self):
-        return "http://127.0.0.1:%d/hooks" % self.port
+        return self.url_of("/hooks")
+
+    def url_of(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
 
     def _handler(self):
         rcv = self
@@ -143,9 +157,16 @@ class Receiver:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n)
                 hs = {k.lower(): v for k, v in self.headers.items()}
+                d = Delivery(self.path, hs, body, None, time.monotonic())
                 with rcv.lock:
                     again = hs.get("webhook-id") in rcv.arrived
                     rcv.arrived.add(hs.get("webhook-id"))
+                    rcv.arrivals.append(d)
+                    n = len(rcv.on_locked(self.path))
+                    plan = rcv.plans.get(self.path)
+                    gate = rcv.held_paths.get(self.path)
+                if gate is not None:
+                    gate.wait(60)
                 if not rcv.released.is_set() and not (
                         again and rcv.hold_first_only):
                     with rcv.lock:
@@ -159,20 +180,25 @@ class Receiver:
                     seen = [d for d in rcv.deliveries if d.id == wid]
                     if rcv.status is not None:
                         status = rcv.status
+                    elif plan is not None:
+                        status = plan(n)
                     elif rcv.fail_first and not seen:
                         status = 500
                     else:
-                        status = 204
-                    rcv.deliveries.append(Delivery(self.path, hs, body,
-                                                   status, time.monotonic()))
+                        status = rcv.ok_status
+                    d.status = status
+                    rcv.deliveries.append(d)
                     # Deduplicated on webhook-id: applied once, acked after.
                     if 200 <= status < 300 and wid not in rcv.applied:
                         rcv.applied[wid] = 1
-                self.send_response(status)
-                for k, v in rcv.headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                try:
+                    self.send_response(status)
+                    for k, v in rcv.headers.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                except OSError:
+                    pass    # the sender was killed meanwhile
 
             def log_message(self, *a):
                 pass
@@ -193,6 +219,8 @@ class Receiver:
     def stop(self):
         """Stop listening and close the connections kept alive: new ones
         are refused until start()."""
+        for path in list(self.held_paths):
+            self.release(path)
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
@@ -206,17 +234,38 @@ class Receiver:
             except OSError:
                 pass
 
-    def hold(self, first_only=False):
+    def hold(self, first_only=False, path=None):
+        if path is not None:
+            with self.lock:
+                self.held_paths[path] = threading.Event()
+            return
         self.hold_first_only = first_only
         self.released.clear()
 
-    def release(self):
-        self.released.set()
+    def release(self, path=None):
+        if path is None:
+            self.released.set()
+            return
+        with self.lock:
+            gate = self.held_paths.pop(path, None)
+        if gate is not None:
+            gate.set()
 
     # --- what it got ---
     def got(self, wid=None):
         with self.lock:
             return [d for d in self.deliveries if wid is None or d.id == wid]
+
+    def on_locked(self, path):
+        return [d for d in self.arrivals if d.path == path]
+
+    def on(self, path):
+        """Every POST to path as it arrived, answered or held."""
+        with self.lock:
+            return self.on_locked(path)
+
+    def ids(self, path):
+        return [d.id for d in self.on(path)]
 
     def applied_ids(self):
         with self.lock:
@@ -235,19 +284,6 @@ class Receiver:
                 out.append(d)
         return out
 
-    @staticmethod
-    def wait(cond, timeout, what, interval=0.05):
-        """Poll cond() until true (returned); AssertionError after
-        timeout seconds, naming what was awaited."""
-        deadline = time.monotonic() + timeout
-        while True:
-            v = cond()
-            if v:
-                return v
-            if time.monotonic() >= deadline:
-                raise AssertionError("%s: not the case after %.1f s"
-                                     % (what, timeout))
-            time.sleep(interval)
 
 
 # --- the demo's receiver ------------------------------------------------------

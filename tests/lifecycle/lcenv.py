@@ -18,6 +18,7 @@ import uuid
 
 import httpc
 from harness import DB, Failed, app_pids, free_port, pid_running, q
+from harness import wait_until  # noqa: F401  (re-exported)
 
 PAY = "/v1/payments"
 ROUTE = "POST /v1/payments"
@@ -31,19 +32,6 @@ DEADLINE_S = 2.0                # [route "POST /v1/payments"] deadline
 POOL_SIZE = 3
 
 DEFAULT = object()
-
-
-def wait_until(cond, timeout, what, interval=0.05):
-    """Poll cond() until it returns a true value (returned); Failed after
-    timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            raise Failed("%s: not the case after %.1f s" % (what, timeout))
-        time.sleep(interval)
 
 
 def find_program(name):

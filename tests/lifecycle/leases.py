@@ -101,6 +101,45 @@ class LeaseFixture:
         return False
 
 
+def completed_once(t, key, rec, body, st0, after):
+    """The record rec completed with 201, one payment and one charge
+    (st0: the simulator's stats before); a retry now (after: what came
+    before it) replays that payment.  Returns the retry's answer."""
+    from exactly_once import one_charge, succeeded_once
+    fin = expect_completed(t, key, 201)
+    t.expect_eq(fin["id"], rec["id"], "the completed record (the same)")
+    row = succeeded_once(t, body["description"])
+    one_charge(t, row["id"], st0)
+    again = t.post(PAY, body, key=key)
+    t.expect_status(again, 201)
+    t.expect_eq(again.header("Idempotent-Replayed"), "true", "the retry "
+                "after %s" % after)
+    t.expect_eq(again.json_or_fail().get("id"), row["id"], "the replayed "
+                "payment")
+    return again
+
+
+def owner_in_call(env, fx, key, body, timeout, st0):
+    """The owner's POST of body under key (to fixture fx) on a thread of
+    its own, awaited until it is inside its acquirer call (st0: the
+    simulator's stats before).  Returns (thread, out, when it started):
+    out gets "r", its answer, or "e", what it raised (for the caller to
+    report)."""
+    out = {}
+
+    def owner():
+        try:
+            out["r"] = env.post(PAY, body, key=key, fx=fx, timeout=timeout)
+        except Exception as e:      # reported by the caller
+            out["e"] = e
+    th = threading.Thread(target=owner, daemon=True)
+    t_start = time.monotonic()
+    th.start()
+    wait_until(lambda: env.sim.stats()["calls"] > st0["calls"], 10,
+               "the owner inside its acquirer call")
+    return th, out, t_start
+
+
 def slow_call(env, seconds):
     """The next acquirer call answers after seconds (mode slow)."""
     env.sim.call("POST", "/control", {"mode": "slow", "count": 1,
@@ -234,19 +273,8 @@ def _(t):
         renew0 = metric(t, main.name, "idem_lease_renewals_total")
         t.expect(renew0 >= 0, "no idem_lease_renewals_total in /metrics")
         slow_call(env, CALL_S)
-        out = {}
-
-        def owner():
-            try:
-                out["r"] = env.post(PAY, body, key=key, fx=main.name,
-                                    timeout=CALL_S + 30)
-            except Exception as e:      # reported below
-                out["e"] = e
-        th = threading.Thread(target=owner, daemon=True)
-        t_start = time.monotonic()
-        th.start()
-        wait_until(lambda: env.sim.stats()["calls"] > st0["calls"], 10,
-                   "the owner inside its acquirer call")
+        th, out, t_start = owner_in_call(env, main.name, key, body,
+                                         CALL_S + 30, st0)
         n409, max_left, last409 = 0, 0.0, 0.0
         while th.is_alive():
             rec = lease_row(t, key)
@@ -355,19 +383,8 @@ def _(t):
     with LeaseFixture(t, "ls-clock", app_env=app_env,
                       lease="%ds" % JUMP_LEASE_S) as fx:
         slow_call(env, JUMP_CALL_S)
-        out = {}
-
-        def owner():
-            try:
-                out["r"] = env.post(PAY, body, key=key, fx=fx.name,
-                                    timeout=JUMP_CALL_S + 30)
-            except Exception as e:      # reported below
-                out["e"] = e
-        th = threading.Thread(target=owner, daemon=True)
-        t0 = time.monotonic()
-        th.start()
-        wait_until(lambda: env.sim.stats()["calls"] > st0["calls"], 10,
-                   "the owner inside its acquirer call")
+        th, out, t0 = owner_in_call(env, fx.name, key, body,
+                                    JUMP_CALL_S + 30, st0)
         renew0 = metric(t, fx.name, "idem_lease_renewals_total")
         # Ahead first: a beat timed on the wall clock would then wait an
         # hour (the lease lapses, a retry takes over); behind next: it
@@ -481,19 +498,8 @@ def _(t):
                    % q(env.dbname))
     with LeaseFixture(t, "ls-main") as main:
         slow_call(env, 20)
-        t_start = time.monotonic()
-        out = {}
-
-        def owner():
-            try:
-                out["r"] = env.post(PAY, body, key=key, fx=main.name,
-                                    timeout=40)
-            except Exception as e:
-                out["e"] = e
-        th = threading.Thread(target=owner, daemon=True)
-        th.start()
-        wait_until(lambda: env.sim.stats()["calls"] > st0["calls"], 10,
-                   "the owner inside its acquirer call")
+        th, out, t_start = owner_in_call(env, main.name, key, body, 40,
+                                         st0)
         old = wait_until(lambda: env.admin.rows(hb_sessions), 8,
                          "a session named 'idem heartbeat'")
         old = {row["pid"] for row in old}
@@ -571,16 +577,7 @@ def completer_races_retry(t, fault):
              % r.status)
     if r.status == 409:
         t.expect_problem(r, 409, "idempotency-key-in-flight")
-    fin = expect_completed(t, key, 201)
-    t.expect_eq(fin["id"], rec["id"], "the completed record (the same)")
-    row = succeeded_once(t, body["description"])
-    one_charge(t, row["id"], st0)
-    again = t.post(PAY, body, key=key)
-    t.expect_status(again, 201)
-    t.expect_eq(again.header("Idempotent-Replayed"), "true", "the retry "
-                "after both")
-    t.expect_eq(again.json_or_fail().get("id"), row["id"], "the replayed "
-                "payment")
+    again = completed_once(t, key, rec, body, st0, "both")
     if r.status == 201:
         t.expect_replay_of(again, r)
     t.expect_replay_of(t.post(PAY, body, key=key), again)
@@ -808,16 +805,7 @@ def completer_holds_retry_waits(t, fault):
     t.expect("c" in res, "the completer run failed: %r" % res.get("e"))
     t.expect(res["c"][0] >= 1, "the completer completed %d keys"
              % res["c"][0])
-    fin = expect_completed(t, key, 201)
-    t.expect_eq(fin["id"], rec["id"], "the completed record (the same)")
-    row = succeeded_once(t, body["description"])
-    one_charge(t, row["id"], st0)
-    again = t.post(PAY, body, key=key)
-    t.expect_status(again, 201)
-    t.expect_eq(again.header("Idempotent-Replayed"), "true", "the retry "
-                "after the completer")
-    t.expect_eq(again.json_or_fail().get("id"), row["id"], "the replayed "
-                "payment")
+    again = completed_once(t, key, rec, body, st0, "the completer")
     t.expect_replay_of(t.post(PAY, body, key=key), again)
 
 

@@ -26,7 +26,7 @@ import tempfile
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "direct"))
-from direct import App, Db, conf_text, done, missing, ok, write  # noqa: E402
+from direct import remove_tmp, run_main, App, Db, conf_text, done, missing, check, write  # noqa: E402
 
 # @redocly/cli 2.77 wants Node.js 20.19 or later (Debian 12's is 18).
 NODE_MIN = (20, 19)
@@ -143,38 +143,36 @@ def main():
     # The configuration the sample ships, as a newcomer runs it.
     shipped = shipped_config(args.srcdir, "host=%s port=%s dbname=idem_openapi "
                              "user=postgres" % (args.pghost, args.pgport))
-    if ok(shipped is not None, "conf/payments.ini has one conninfo line"):
-        write(os.path.join(tmp, "shipped.ini"), shipped)
-        sdoc, why = served(args.builddir, os.path.join(tmp, "shipped.ini"),
-                           tmp, "shipped")
-        if ok(sdoc is not None, "GET /openapi.json of the sample with its "
-              "shipped conf/payments.ini", why):
-            ok(sdoc.get("servers") == [{"url": "/"}] and
-               "license" in sdoc["info"], "shipped: servers \"/\" (none "
-               "configured) and the shipped license",
-               (sdoc.get("servers"), sdoc["info"].get("license")))
-            write(os.path.join(tmp, "shipped.json"), json.dumps(sdoc))
-            errors, warnings, out = lint(bindir, here,
-                                         os.path.join(tmp, "shipped.json"))
-            ok(errors == 0 and warnings == 0,
-               "redocly lint (recommended rules) of the shipped "
-               "configuration's document: %s errors, %s warnings"
-               % (errors, warnings), out)
+    check.expect(shipped is not None, "conf/payments.ini has one conninfo line")
+    write(os.path.join(tmp, "shipped.ini"), shipped)
+    sdoc, why = served(args.builddir, os.path.join(tmp, "shipped.ini"),
+                       tmp, "shipped")
+    check.expect(sdoc is not None, "GET /openapi.json of the sample with its "
+                 "shipped conf/payments.ini", why)
+    check.expect(sdoc.get("servers") == [{"url": "/"}] and
+                 "license" in sdoc["info"], "shipped: servers \"/\" (none "
+                 "configured) and the shipped license",
+                 (sdoc.get("servers"), sdoc["info"].get("license")))
+    write(os.path.join(tmp, "shipped.json"), json.dumps(sdoc))
+    errors, warnings, out = lint(bindir, here,
+                                 os.path.join(tmp, "shipped.json"))
+    check.expect(errors == 0 and warnings == 0,
+                 "redocly lint (recommended rules) of the shipped "
+                 "configuration's document: %s errors, %s warnings"
+                 % (errors, warnings), out)
     doc, why = served(args.builddir, conf, tmp, "app")
-    if not ok(doc is not None, "GET /openapi.json of the sample", why):
-        shutil.rmtree(tmp, ignore_errors=True)
-        return done()
-    ok(doc.get("servers") == [{"url": SERVER_URL}],
-       "servers: the configured [openapi] server_url", doc.get("servers"))
-    ok(doc["info"].get("license") == {"name": LICENSE, "identifier": LICENSE},
-       "info.license: the configured [openapi] license", doc["info"])
+    check.expect(doc is not None, "GET /openapi.json of the sample", why)
+    check.expect(doc.get("servers") == [{"url": SERVER_URL}],
+                 "servers: the configured [openapi] server_url", doc.get("servers"))
+    check.expect(doc["info"].get("license") == {"name": LICENSE, "identifier": LICENSE},
+                 "info.license: the configured [openapi] license", doc["info"])
     path = os.path.join(tmp, "openapi.json")
     write(path, json.dumps(doc, indent=1))
 
     errors, warnings, out = lint(bindir, here, path)
-    ok(errors == 0 and warnings == 0,
-       "redocly lint (recommended rules): %s errors, %s warnings"
-       % (errors, warnings), out)
+    check.expect(errors == 0 and warnings == 0,
+                 "redocly lint (recommended rules): %s errors, %s warnings"
+                 % (errors, warnings), out)
 
     work = os.path.join(tmp, "ts")
     os.makedirs(work)
@@ -185,28 +183,25 @@ def main():
     p = subprocess.run([os.path.join(bindir, "openapi-typescript"), path,
                         "-o", os.path.join(work, "api.d.ts")],
                        capture_output=True, text=True, timeout=240)
-    if ok(p.returncode == 0, "openapi-typescript generates the types",
-          p.stdout + p.stderr):
-        rc, out = tsc(bindir, work, "client.ts")
-        ok(rc == 0, "tsc --strict accepts client.ts (create a payment, "
-           "read its id, list with limit, handle a 402, register a webhook "
-           "endpoint, read a payment.succeeded event)", out)
-        # The check can fail: each wrong use is refused.
-        rc, out = tsc(bindir, work, "client_bad.ts")
-        for what, code in (("an undeclared member", "'identifier'"),
-                           ("an undeclared query parameter", "'size'"),
-                           ("an undeclared problem type",
-                            "/problems/no-such-type"),
-                           ("an event type not declared",
-                            "\"payment.refunded\"")):
-            ok(rc != 0 and code in out,
-               "tsc refuses client_bad.ts: %s (%s)" % (what, code), out)
-    if os.environ.get("IDEM_KEEP_TMP") != "1":
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        print("# kept %s" % tmp)
+    check.expect(p.returncode == 0, "openapi-typescript generates the types",
+                 p.stdout + p.stderr)
+    rc, out = tsc(bindir, work, "client.ts")
+    check.expect(rc == 0, "tsc --strict accepts client.ts (create a payment, "
+                 "read its id, list with limit, handle a 402, register a webhook "
+                 "endpoint, read a payment.succeeded event)", out)
+    # The check can fail: each wrong use is refused.
+    rc, out = tsc(bindir, work, "client_bad.ts")
+    for what, code in (("an undeclared member", "'identifier'"),
+                       ("an undeclared query parameter", "'size'"),
+                       ("an undeclared problem type",
+                        "/problems/no-such-type"),
+                       ("an event type not declared",
+                        "\"payment.refunded\"")):
+        check.expect(rc != 0 and code in out,
+                     "tsc refuses client_bad.ts: %s (%s)" % (what, code), out)
+    remove_tmp(tmp)
     return done()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))
