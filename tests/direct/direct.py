@@ -44,6 +44,7 @@ class Check:
         if not cond:
             FAILED += 1
             raise Failed(what)
+        return True     # (if check.expect(...): the failing branch raised)
 
     def expect_eq(self, got, want, what):
         self.expect(got == want, what, None if got == want else

@@ -43,9 +43,9 @@ TESTS = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(TESTS, "lib"))
 sys.dont_write_bytecode = True
-from direct import run_args  # noqa: E402
-from direct import App, Db, api_key, conf_text, done, ok, wait_for, write  # noqa: E402
-from harness import Session  # noqa: E402
+from direct import run_main, run_args  # noqa: E402
+from direct import App, Db, api_key, conf_text, done, check, wait_for, write  # noqa: E402
+from harness import Session, wait_until  # noqa: E402
 from webhook_receiver import Receiver, verify  # noqa: E402
 
 DB = "idem_endpoints"
@@ -118,7 +118,7 @@ def check_limit(run):
     first = made[0]
     g = run.call("alpha", "GET", "%s/%d" % (PATH, first[2]["id"])) \
         if first[0] == 201 else first
-    ok(all(m[0] == 201 for m in made) and
+    check.expect(all(m[0] == 201 for m in made) and
        sorted(first[2]) == ["events", "id", "secret", "url"] and
        g[0] == 200 and g[2] == {
            "id": first[2]["id"], "url": first[2]["url"], "events": EV,
@@ -129,20 +129,20 @@ def check_limit(run):
        "endpoint and the health of a new one (enabled, nulls), no secret"
        % MAX, ([m[:3:2] for m in made], g))
     r = run.create("alpha")
-    ok(is_problem(r, 422, "webhook-endpoint-limit") and
+    check.expect(is_problem(r, 422, "webhook-endpoint-limit") and
        r[1].get("content-type") == "application/problem+json" and
        run.live("alpha") == MAX,
        "one more: 422 webhook-endpoint-limit, nothing created", r)
     replay = run.call("alpha", "POST", PATH, {"url": "http://127.0.0.1:9/"
                                               "hook", "events": EV},
                       "ep-%d" % run.n)
-    ok(replay[0] == 422 and replay[1].get("idempotent-replayed") == "true",
+    check.expect(replay[0] == 422 and replay[1].get("idempotent-replayed") == "true",
        "its retry with the same key replays the 422", replay)
     r = run.create("beta")
-    ok(r[0] == 201, "another tenant is not counted: 201", r)
+    check.expect(r[0] == 201, "another tenant is not counted: 201", r)
     d = run.call("alpha", "DELETE", "%s/%d" % (PATH, made[0][2]["id"]))
     r = run.create("alpha")
-    ok(d[0] == 204 and r[0] == 201 and run.live("alpha") == MAX,
+    check.expect(d[0] == 204 and r[0] == 201 and run.live("alpha") == MAX,
        "a delete makes room for one: 204, then 201", (d, r))
     return [m[2]["id"] for m in made[1:]] + [r[2]["id"]]
 
@@ -171,7 +171,7 @@ def check_race(run):
         t.join(DEADLINE)
     finally:
         s.close()
-    ok(waiting and is_problem(out.get("r", (0, {}, None)), 422,
+    check.expect(waiting and is_problem(out.get("r", (0, {}, None)), 422,
                               "webhook-endpoint-limit") and
        run.live("gamma") == MAX,
        "a create waiting behind an uncommitted create at the limit: 422 "
@@ -185,7 +185,7 @@ def check_race(run):
     for t in ts:
         t.join(DEADLINE)
     codes = sorted(r[0] for r in res)
-    ok(codes == [201] * MAX + [422] * (8 - MAX) and
+    check.expect(codes == [201] * MAX + [422] * (8 - MAX) and
        run.live("delta") == MAX,
        "8 concurrent creates: %d x 201, %d x 422, %d endpoints"
        % (MAX, 8 - MAX, MAX), codes)
@@ -200,13 +200,13 @@ def check_pages(run, ids):
                   % p2[2]["data"][-1]["id"]) if p2[0] == 200 else p2
     got = [[e["id"] for e in p[2]["data"]] if p[0] == 200 else None
            for p in (p1, p2, p3)]
-    ok(got == [want[0:2], want[2:4], want[4:5]] and
+    check.expect(got == [want[0:2], want[2:4], want[4:5]] and
        [p[2]["has_more"] for p in (p1, p2, p3)] == [True, True, False] and
        all(p[2]["object"] == "list" for p in (p1, p2, p3)),
        "limit=2: pages of 2, 2, 1, newest first, has_more true, true, "
        "false", got)
     all_ = run.call("alpha", "GET", PATH)
-    ok(all_[0] == 200 and [e["id"] for e in all_[2]["data"]] == want and
+    check.expect(all_[0] == 200 and [e["id"] for e in all_[2]["data"]] == want and
        all_[2]["has_more"] is False and
        all("secret" not in e for e in all_[2]["data"]),
        "no limit: the default 10, all %d, no secrets" % len(want), all_)
@@ -214,7 +214,7 @@ def check_pages(run, ids):
     bad = {q: run.call("alpha", "GET", PATH + "?" + q) for q in (
         "limit=0", "limit=101", "limit=ten", "starting_after=x",
         "starting_after=%d" % beta_id, "starting_after=999999")}
-    ok(all(is_problem(r, 400, "validation-error") for r in bad.values()),
+    check.expect(all(is_problem(r, 400, "validation-error") for r in bad.values()),
        "400 validation-error: limit 0, 101, ten; starting_after x, "
        "another tenant's id, an unknown id",
        {q: r[:3:2] for q, r in bad.items()})
@@ -231,7 +231,7 @@ def check_health(run, ids):
            if e["id"] == eid]
     want = {"enabled": False, "disabled_reason": "gone: 410",
             "last_success": 1700000000, "failing_since": 1700000100}
-    ok(g[0] == 200 and all(g[2].get(k) == v for k, v in want.items()) and
+    check.expect(g[0] == 200 and all(g[2].get(k) == v for k, v in want.items()) and
        "secret" not in g[2] and lst and
        all(lst[0].get(k) == v for k, v in want.items()),
        "GET /:id and the list show the health columns (a disabled "
@@ -243,7 +243,7 @@ def check_health(run, ids):
                  ("POST", "/recover", {"since": 0}, "b-rec"))}
     row = run.db.sql("SELECT deleted_at IS NULL, disabled_at IS NOT NULL "
                      "FROM idem_webhook_endpoints WHERE id = %d" % eid)
-    ok(all(is_problem(r, 404, "not-found") for r in other.values()) and
+    check.expect(all(is_problem(r, 404, "not-found") for r in other.values()) and
        row == "t|t" and
        eid not in [e["id"] for e in run.call("beta", "GET",
                                              PATH)[2]["data"]],
@@ -252,7 +252,7 @@ def check_health(run, ids):
        ({m: r[:3:2] for m, r in other.items()}, row))
     r = run.call("alpha", "POST", "%s/%d/recover" % (PATH, eid),
                  {"since": 0}, "rec-disabled")
-    ok(is_problem(r, 400, "validation-error") and "enable" in
+    check.expect(is_problem(r, 400, "validation-error") and "enable" in
        r[2].get("detail", ""), "recover of a disabled endpoint: 400, "
        "enable it first", r)
     e = run.call("alpha", "POST", "%s/%d/enable" % (PATH, eid))
@@ -260,7 +260,7 @@ def check_health(run, ids):
                      "failing_since IS NULL, extract(epoch FROM "
                      "last_success_at)::bigint FROM idem_webhook_endpoints "
                      "WHERE id = %d" % eid)
-    ok(e[0] == 200 and e[2]["enabled"] is True and
+    check.expect(e[0] == 200 and e[2]["enabled"] is True and
        e[2]["disabled_reason"] is None and e[2]["failing_since"] is None
        and e[2]["last_success"] == 1700000000 and
        row == "t|t|t|1700000000",
@@ -268,7 +268,7 @@ def check_health(run, ids):
        "failing_since cleared, last_success kept", (e, row))
     bad = [run.call("alpha", "GET", PATH + "/" + s) for s in
            ("0", "01", "x", "99999999999999999")]
-    ok(all(is_problem(r, 404, "not-found") for r in bad),
+    check.expect(all(is_problem(r, 404, "not-found") for r in bad),
        "ids 0, 01, x and beyond 2^53: 404", [r[:3:2] for r in bad])
 
 
@@ -284,10 +284,10 @@ def dead_event(run, rcv, key, eid):
     dead at once (max_attempts = 1).  Its webhook-id."""
     p = run.call("beta", "POST", "/v1/payments", {"amount": 100,
                                                    "currency": "eur"}, key)
-    got = Receiver.wait(lambda: rcv.of_object(p[2]["id"]), DEADLINE,
+    got = wait_until(lambda: rcv.of_object(p[2]["id"]), DEADLINE,
                         "the first delivery of " + key)
     wid = got[0].id
-    Receiver.wait(lambda: delivery(run, wid, eid) == "dead|1", DEADLINE,
+    wait_until(lambda: delivery(run, wid, eid) == "dead|1", DEADLINE,
                   "the delivery of %s dead" % key)
     return wid
 
@@ -302,11 +302,11 @@ def check_recover(run):
         since = int(time.time()) - 600
         uri = "%s/%d/recover" % (PATH, eid)
         r = run.call("beta", "POST", uri, {"since": since}, "rec-1")
-        Receiver.wait(lambda: delivery(run, wid, eid) == "delivered|1",
+        wait_until(lambda: delivery(run, wid, eid) == "delivered|1",
                       DEADLINE, "the recovered delivery delivered")
         again = [x for x in rcv.got(wid) if x.status == 204]
         d = again[0] if again else None
-        ok(r[0] == 202 and r[2] == {"requeued": 1} and
+        check.expect(r[0] == 202 and r[2] == {"requeued": 1} and
            len(rcv.got(wid)) == 2 and d is not None and
            verify(secret, d.id, d.timestamp, d.signature, d.body) is None
            and d.body == rcv.got(wid)[0].body,
@@ -315,7 +315,7 @@ def check_recover(run):
            "same body", (r, rcv.got()))
         rep = run.call("beta", "POST", uri, {"since": since}, "rec-1")
         fresh = run.call("beta", "POST", uri, {"since": since}, "rec-2")
-        ok(rep[0] == 202 and rep[1].get("idempotent-replayed") == "true"
+        check.expect(rep[0] == 202 and rep[1].get("idempotent-replayed") == "true"
            and fresh[2] == {"requeued": 0} and
            delivery(run, wid, eid) == "delivered|1",
            "its replay requeues nothing more; a new recover finds nothing "
@@ -325,7 +325,7 @@ def check_recover(run):
                for i, doc in enumerate(({}, {"since": -1},
                                         {"since": "yesterday"},
                                         {"since": 10 ** 15}))]
-        ok(all(is_problem(b, 400, "validation-error") for b in bad),
+        check.expect(all(is_problem(b, 400, "validation-error") for b in bad),
            "since missing, negative, a string, past year 9999: 400",
            [b[:3:2] for b in bad])
         wid2 = dead_event(run, rcv, "pay-2", eid)
@@ -333,9 +333,9 @@ def check_recover(run):
         cli = subprocess.run([idemctl, "-c", run.conf, "events", "recover",
                               str(eid), "--since", "1h"],
                              capture_output=True, text=True, timeout=60)
-        Receiver.wait(lambda: delivery(run, wid2, eid) == "delivered|1",
+        wait_until(lambda: delivery(run, wid2, eid) == "delivered|1",
                       DEADLINE, "the delivery idemctl recovered delivered")
-        ok(cli.returncode == 0 and "1 deliveries due again" in cli.stdout
+        check.expect(cli.returncode == 0 and "1 deliveries due again" in cli.stdout
            and [x.status for x in rcv.got(wid2)] == [500, 204],
            "idemctl events recover ID --since 1h: the dead delivery "
            "again, under its webhook-id", (cli.stdout, cli.stderr,
@@ -346,7 +346,7 @@ def check_recover(run):
                 for args in (["99999999", "--since", "1h"],
                              [str(eid), "--since", "soon"],
                              [str(eid), "--since"], ["x", "--since", "1h"])]
-        ok([e.returncode for e in errs] == [1, 2, 2, 2] and
+        check.expect([e.returncode for e in errs] == [1, 2, 2, 2] and
            "no live endpoint" in errs[0].stderr,
            "idemctl events recover: an unknown endpoint exits 1; a bad "
            "duration or id, a missing one, exit 2",
@@ -364,7 +364,7 @@ def check_openapi(run):
             "getWebhookEndpoint", "deleteWebhookEndpoint",
             "enableWebhookEndpoint", "recoverWebhookEndpoint"}
     create = doc.get("paths", {}).get(PATH, {}).get("post", {})
-    ok(want <= ops and "webhook-endpoint-limit" in json.dumps(
+    check.expect(want <= ops and "webhook-endpoint-limit" in json.dumps(
         create.get("responses", {}).get("422", {})),
        "/openapi.json: the six operations; the create's 422 names "
        "webhook-endpoint-limit", sorted(ops))
@@ -383,14 +383,14 @@ def main():
         check_recover(run)
         check_openapi(run)
     except Exception as e:  # noqa: BLE001 (any: a failed check, not a crash)
-        ok(False, "the run went through", repr(e))
+        check.expect(False, "the run went through", repr(e))
     finally:
         if run is not None:
             st = run.app.stop()
-            ok(st == 0, "the app exits 0 on SIGTERM", st)
+            check.expect(st == 0, "the app exits 0 on SIGTERM", st)
         shutil.rmtree(tmp, ignore_errors=True)
     return done()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

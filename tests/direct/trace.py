@@ -31,8 +31,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(TESTS, "lib"))
 sys.path.insert(0, os.path.join(TESTS, "lifecycle"))
 sys.dont_write_bytecode = True
-from direct import run_args  # noqa: E402
-from direct import App, Db, api_key, conf_text, done, ok, wait_for, write  # noqa: E402
+from direct import run_main, run_args  # noqa: E402
+from direct import App, Db, api_key, conf_text, done, check, wait_for, write  # noqa: E402
 from lcenv import Simulator  # noqa: E402
 from webhook_receiver import Receiver  # noqa: E402
 
@@ -95,23 +95,23 @@ def main():
         st, raw = post("/v1/webhook_endpoints", {
             "url": rcv.url, "events": ["payment.succeeded"]}, "ep-1",
             "00-%s-%s-01" % ("1" * 32, "2" * 16))
-        ok(st.startswith("Status: 201"), "an endpoint registered", raw[:300])
+        check.expect(st.startswith("Status: 201"), "an endpoint registered", raw[:300])
 
         sent = "00-%s-%s-01" % (TRACE, PARENT)
         st, raw = post("/v1/payments", {"amount": 700, "currency": "eur"},
                        "tr-1", sent)
         pay = body_of(raw) or {}
-        ok(st.startswith("Status: 201"), "a create with a traceparent: 201",
+        check.expect(st.startswith("Status: 201"), "a create with a traceparent: 201",
            raw[:300])
         got = parts(charge_tp(acq, pay.get("id")))
-        ok(got is not None and got[0] == TRACE and got[1] != PARENT and
+        check.expect(got is not None and got[0] == TRACE and got[1] != PARENT and
            got[2] == "01", "the acquirer's call carries the client's trace "
            "id, a span id of its own, the client's flags", got)
         dl = wait_for(lambda: [d for d in rcv.got()
                                if d.json()["type"] == "payment.succeeded"],
                       DEADLINE)
         wt = parts(dl[0].headers.get("traceparent")) if dl else None
-        ok(wt is not None and wt[0] == TRACE and wt[1] not in
+        check.expect(wt is not None and wt[0] == TRACE and wt[1] not in
            (PARENT, got and got[1]),
            "the payment.succeeded delivery carries the client's trace id, "
            "a span id of its own", dl and dl[0].headers)
@@ -120,7 +120,7 @@ def main():
              "events", "show", dl[0].id if dl else "-"],
             capture_output=True, text=True, timeout=60).stdout
         m = re.search(r"(?m)^traceparent +(\S+)$", show)
-        ok(m and m.group(1) == dl[0].headers.get("traceparent"),
+        check.expect(m and m.group(1) == dl[0].headers.get("traceparent"),
            "the stored event keeps the trace: idemctl events show prints "
            "the traceparent its delivery sent", show)
         access = wait_for(lambda: [
@@ -128,7 +128,7 @@ def main():
             ln.get("route") == "/v1/payments" and ln.get("method") ==
             "POST"], DEADLINE)
         lines = request_lines(app, access[0]["request_id"]) if access else []
-        ok(len(lines) == 1 and lines[0].get("trace_id") == TRACE,
+        check.expect(len(lines) == 1 and lines[0].get("trace_id") == TRACE,
            "the request's access line has the client's trace_id", lines)
 
         # The acquirer fails once: the handler's own line, under the
@@ -144,7 +144,7 @@ def main():
         rid = warn[0]["request_id"] if warn else None
         wait_for(lambda: len(request_lines(app, rid)) == 2, DEADLINE)
         lines = request_lines(app, rid)
-        ok(st.startswith("Status: 503") and len(lines) == 2 and
+        check.expect(st.startswith("Status: 503") and len(lines) == 2 and
            all(ln.get("trace_id") == TRACE3 for ln in lines),
            "the acquirer failing: the handler's warning and the access "
            "line both have the client's trace_id", (st, lines))
@@ -154,7 +154,7 @@ def main():
                        "tr-2", bad)
         pay2 = body_of(raw) or {}
         got2 = parts(charge_tp(acq, pay2.get("id")))
-        ok(st.startswith("Status: 201") and got2 is not None and
+        check.expect(st.startswith("Status: 201") and got2 is not None and
            got2[0] not in (TRACE, TRACE.upper()),
            "an invalid traceparent (uppercase hex): the acquirer sees a "
            "fresh, valid trace", (st, got2))
@@ -162,7 +162,7 @@ def main():
             ln for ln in app.log_lines() if ln.get("msg") == "request" and
             ln.get("route") == "/v1/payments" and
             ln.get("trace_id") not in (None, TRACE, TRACE3)], DEADLINE)
-        ok(access and got2 is not None and
+        check.expect(access and got2 is not None and
            access[0]["trace_id"] == got2[0],
            "... and it is the request's trace_id in the logs", access)
     finally:
@@ -175,4 +175,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

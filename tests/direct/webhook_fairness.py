@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 sys.dont_write_bytecode = True
-from direct import (App, Db, api_key, conf_text, done, ok,  # noqa: E402
+from direct import (run_main, App, Db, api_key, conf_text, done, check,  # noqa: E402
                     run_args, wait_for, write)
 from webhook_receiver import Receiver  # noqa: E402
 
@@ -73,14 +73,14 @@ def main():
             for i in range(ENDPOINTS_A)]
         made.append(post(app, sb, "/v1/webhook_endpoints", {
             "url": fast.url, "events": ["payment.succeeded"]}, "ep-b")[0])
-        ok(all(s.startswith("Status: 201") for s in made),
+        check.expect(all(s.startswith("Status: 201") for s in made),
            "tenant A registers %d endpoints, tenant B one" % ENDPOINTS_A,
            made)
 
         tarpit.hold()
         st, _ = post(app, sa, "/v1/payments", {"amount": 100,
                                                "currency": "eur"}, "pay-a")
-        ok(st.startswith("Status: 201") and wait_for(
+        check.expect(st.startswith("Status: 201") and wait_for(
             lambda: tarpit.waiting >= SHARE_A, 10, step=0.01),
            "A's payment: its deliveries held by the tarpit", st)
 
@@ -93,14 +93,14 @@ def main():
             time.sleep(0.01)
         got = fast.got()
         took = got[0].at - t0 if got else None
-        ok(st.startswith("Status: 201") and took is not None and took < 1.0,
+        check.expect(st.startswith("Status: 201") and took is not None and took < 1.0,
            "B's delivery arrived %s after its 201, beside A's tarpit (%d "
            "endpoints holding until the %d s timeout)" % (
                "in %.2f s" % took if took is not None else
                "not within %d s" % B_WAIT, ENDPOINTS_A, TIMEOUT_S), got)
-        ok(got and got[0].json()["data"]["id"] == pay.get("id"),
+        check.expect(got and got[0].json()["data"]["id"] == pay.get("id"),
            "it is B's payment.succeeded", got)
-        ok(most == SHARE_A, "A's calls in flight meanwhile: %d, its share "
+        check.expect(most == SHARE_A, "A's calls in flight meanwhile: %d, its share "
            "of concurrency 8 while it alone had work (%d)" % (most, SHARE_A))
     finally:
         tarpit.release()
@@ -118,4 +118,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -36,8 +36,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 sys.dont_write_bytecode = True
-from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
-                    ok, run_args, scrape, wait_for, write)
+from direct import (run_main, App, Db, api_key, conf_text, done, free_port,  # noqa: E402
+                    check, run_args, scrape, wait_for, write)
 from outbox import endpoint, enqueue  # noqa: E402
 from webhook_receiver import Receiver  # noqa: E402
 
@@ -121,33 +121,33 @@ def main():
 
         # --- health: first, before disable_after (3 s) disables it ------
         h = ep["health"]
-        ok(wait_for(lambda: r.col(h, "failing_since IS NOT NULL AND "
+        check.expect(wait_for(lambda: r.col(h, "failing_since IS NOT NULL AND "
                               "last_success_at IS NULL") == "t", 10),
            "a failure sets failing_since; last_success_at stays unset")
         rc["health"].status = None
-        ok(wait_for(lambda: r.col(h, "failing_since IS NULL AND "
+        check.expect(wait_for(lambda: r.col(h, "failing_since IS NULL AND "
                               "last_success_at IS NOT NULL") == "t", 10),
            "a success sets last_success_at and clears failing_since",
            r.col(h, "failing_since, last_success_at"))
 
         # --- 410 --------------------------------------------------------
-        ok(wait_for(lambda: r.col(ep["gone"], "disabled_reason") == "gone",
+        check.expect(wait_for(lambda: r.col(ep["gone"], "disabled_reason") == "gone",
                     10), "410: the endpoint is disabled, reason gone",
            r.col(ep["gone"], "disabled_reason"))
-        ok(r.deliveries(ep["gone"]) == "dead HTTP 410,dead endpoint disabled "
+        check.expect(r.deliveries(ep["gone"]) == "dead HTTP 410,dead endpoint disabled "
            "(gone),dead endpoint disabled (gone)", "410: the delivery "
            "answered dies, the other two pending die with the reason",
            r.deliveries(ep["gone"]))
-        ok(len(rc["gone"].got()) == 1, "410: the endpoint was called once",
+        check.expect(len(rc["gone"].got()) == 1, "410: the endpoint was called once",
            rc["gone"].got())
         enqueue(r.db, r.tenant, "t.gone")
-        ok(r.db.sql("SELECT count(*) FROM idem_deliveries WHERE endpoint = "
+        check.expect(r.db.sql("SELECT count(*) FROM idem_deliveries WHERE endpoint = "
                     "%s" % ep["gone"]) == "3", "a disabled endpoint gets no "
            "new deliveries")
-        ok(wait_for(lambda: disabled_total(r.mport, "gone") == 1, 5),
+        check.expect(wait_for(lambda: disabled_total(r.mport, "gone") == 1, 5),
            "idem_webhook_endpoints_disabled_total{reason=\"gone\"} 1",
            disabled_total(r.mport, "gone"))
-        ok(wait_for(lambda: [e for e in disabled_events(rc["watch"])
+        check.expect(wait_for(lambda: [e for e in disabled_events(rc["watch"])
                              if e["id"] == int(ep["gone"])], 10) and
            [(e["disabled_reason"], e["enabled"], e["url"]) for e in
             disabled_events(rc["watch"]) if e["id"] == int(ep["gone"])] ==
@@ -157,7 +157,7 @@ def main():
         logs = [x for x in r.app.log_lines()
                 if re.search(r"webhook endpoint \d+ .*disabled \(gone",
                              x.get("msg", ""))]
-        ok(len(logs) == 1 and logs[0].get("level") == "warn",
+        check.expect(len(logs) == 1 and logs[0].get("level") == "warn",
            "the log says it, once, as a warning", logs)
 
         # --- Retry-After --------------------------------------------------
@@ -165,36 +165,36 @@ def main():
             wait_for(lambda: rc[k].got(), 10)
             rc[k].status = None
         for k in ("ra3", "date", "cap"):
-            ok(wait_for(lambda: r.deliveries(ep[k]) == "delivered -", 10),
+            check.expect(wait_for(lambda: r.deliveries(ep[k]) == "delivered -", 10),
                "503 with Retry-After (%s): delivered at the next attempt"
                % rc[k].headers["Retry-After"], r.deliveries(ep[k]))
         g = rc["ra3"].got()
         gap = g[1].at - g[0].at if len(g) == 2 else None
-        ok(gap is not None and 3.0 <= gap < 3.0 + 1.5, "Retry-After: 3: "
+        check.expect(gap is not None and 3.0 <= gap < 3.0 + 1.5, "Retry-After: 3: "
            "the next attempt %s s later (>= 3; the backoff alone: 0.1)" %
            ("%.2f" % gap if gap is not None else "never"))
         g = rc["date"].got()
-        ok(len(g) == 2 and wall(g[1]) >= until, "Retry-After as an "
+        check.expect(len(g) == 2 and wall(g[1]) >= until, "Retry-After as an "
            "HTTP-date: the next attempt %s s after it (no sooner)" %
            ("%.2f" % (wall(g[1]) - until) if len(g) == 2 else "never"))
         g = rc["cap"].got()
         gap = g[1].at - g[0].at if len(g) == 2 else None
-        ok(gap is not None and 4.0 - 0.1 <= gap < 4.0 + 1.5,
+        check.expect(gap is not None and 4.0 - 0.1 <= gap < 4.0 + 1.5,
            "Retry-After: 3600 capped by backoff_max (4s): %s s later" %
            ("%.2f" % gap if gap is not None else "never"))
 
         # --- disable_after ------------------------------------------------
         f = ep["failing"]
-        ok(wait_for(lambda: r.col(f, "disabled_reason") == "failing", 15),
+        check.expect(wait_for(lambda: r.col(f, "disabled_reason") == "failing", 15),
            "500 for longer than disable_after (3s): disabled, reason "
            "failing", r.col(f, "disabled_reason"))
         span = r.col(f, "extract(epoch FROM disabled_at - failing_since)")
         n = len(rc["failing"].got())
-        ok(span and 3.0 <= float(span) < 3.0 + 4.5 and n >= 3 and
+        check.expect(span and 3.0 <= float(span) < 3.0 + 4.5 and n >= 3 and
            r.deliveries(f) == "dead endpoint disabled (failing)",
            "after %d attempts over %s s, every one failed; its delivery "
            "died with the reason" % (n, span), r.deliveries(f))
-        ok(wait_for(lambda: disabled_total(r.mport, "failing") == 1, 5) and
+        check.expect(wait_for(lambda: disabled_total(r.mport, "failing") == 1, 5) and
            wait_for(lambda: [e for e in disabled_events(rc["watch"])
                              if e["id"] == int(f) and
                              e["disabled_reason"] == "failing"], 10),
@@ -216,4 +216,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))
