@@ -59,6 +59,7 @@ enum cfg_sect {
 	S_ROUTE,
 	S_APP,
 	S_IGNORE,	/* a section of another program (any_app_keys) */
+	S_INBOX,	/* [inbox "NAME"] (inbox.c) */
 };
 
 enum cfg_type {
@@ -188,6 +189,7 @@ struct parse {
 	enum cfg_sect		 sect;
 	const char		*app_sect;	/* S_APP: the section name */
 	struct idem_cfg_route	*route;		/* S_ROUTE: its record */
+	struct idem_cfg_inbox	*inbox;		/* S_INBOX: its record */
 	unsigned long		 key_line[NKEYS];
 	int			 sect_seen[S_ROUTE];
 	struct app_state	*app;
@@ -695,6 +697,7 @@ parse_section(struct parse *ps, char *s, size_t len)
 	char			*method, *path;
 	size_t			 i;
 	int			 found;
+	char			 why[256];
 
 	if (s[len - 1] != ']')
 		return perr(ps, ps->line, strchr(s, ']') != NULL ?
@@ -707,6 +710,16 @@ parse_section(struct parse *ps, char *s, size_t len)
 
 	ps->route = NULL;
 	ps->app_sect = NULL;
+	switch (idem_inbox_section(&ps->cfg->inboxes, s, ps->line, &ps->inbox,
+	    why, sizeof(why))) {
+	case IDEM_INBOX_SECT_OK:
+		ps->sect = S_INBOX;
+		return 0;
+	case IDEM_INBOX_SECT_ERROR:
+		return perr(ps, ps->line, "%s", why);
+	case IDEM_INBOX_SECT_OTHER:
+		break;
+	}
 	if (strncmp(s, "route", 5) == 0 && (s[5] == '\0' || s[5] == ' ' ||
 	    s[5] == '\t' || s[5] == '"')) {
 		if (parse_route_hdr(s, &method, &path) == -1)
@@ -960,6 +973,28 @@ check_ttl_floor(struct parse *ps, long long ttl_ms, unsigned long line,
 	    idem_ttl_reason(IDEM_TTL_REFUSE));
 }
 
+/* [inbox "NAME"]: tolerance here (a duration, 1s to 1h), the rest in
+ * inbox.c. */
+static int
+parse_inbox_key(struct parse *ps, const char *key, const char *val)
+{
+	struct idem_cfg_inbox	*ib = ps->inbox;
+	char			 why[256];
+
+	if (strcmp(key, "tolerance") != 0)
+		return idem_inbox_key(ib, key, val, ps->line, why,
+		    sizeof(why)) == 0 ? 0 : perr(ps, ps->line, "%s", why);
+	if (ib->tolerance_line != 0)
+		return perr(ps, ps->line, "duplicate key tolerance (first on "
+		    "line %lu)", ib->tolerance_line);
+	if (idem_parse_duration(val, &ib->tolerance_ms) == -1 ||
+	    ib->tolerance_ms < MS_SECOND || ib->tolerance_ms > MS_HOUR)
+		return perr(ps, ps->line, "tolerance must be a duration from "
+		    "1s to 1h, such as 5m");
+	ib->tolerance_line = ps->line;
+	return 0;
+}
+
 static int
 parse_keyval(struct parse *ps, char *s)
 {
@@ -990,6 +1025,8 @@ parse_keyval(struct parse *ps, char *s)
 		return 0;
 	case S_ROUTE:
 		return parse_route_key(ps, key, val);
+	case S_INBOX:
+		return parse_inbox_key(ps, key, val);
 	case S_APP:
 		for (kv = ps->cfg->app, i = 0; kv != NULL; kv = kv->next, i++)
 			if (strcmp(kv->section, ps->app_sect) == 0 &&
@@ -1103,6 +1140,7 @@ idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
 	const char		*nl;
 	size_t			 off, n;
 	unsigned long		 lock_line, req_line;
+	char			 ebuf[256];
 	int			 rc = -1;
 
 	idem_errf(err, errlen, "%s", "");
@@ -1184,6 +1222,11 @@ idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
 			goto out;
 	if (check_webhooks(&ps) == -1)
 		goto out;
+	if (idem_inbox_finish(cfg->inboxes, &lock_line, ebuf,
+	    sizeof(ebuf)) == -1) {
+		perr(&ps, lock_line, "%s", ebuf);
+		goto out;
+	}
 	rc = 0;
 out:
 	free(ps.app);
@@ -1366,6 +1409,7 @@ idem_cfg_free(struct idem_cfg *cfg)
 		free(r->exclude);
 		free(r);
 	}
+	idem_inbox_free(cfg->inboxes);
 	for (kv = cfg->app; kv != NULL; kv = kn) {
 		kn = kv->next;
 		free(kv->section);

@@ -643,7 +643,9 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 			parameter(j, name, "path", "^[A-Za-z0-9._~-]+$", NULL,
 			    0);
 		}
-	if (rt->flags & IDEM_ROUTE_IDEMPOTENT)
+	if (rt->inbox != NULL)
+		idem_inbox_openapi_params(j, &app->cfg, rt);
+	else if (rt->flags & IDEM_ROUTE_IDEMPOTENT)
 		parameter(j, "Idempotency-Key", "header", key_pattern,
 		    key_doc, 2 + 2 * IDEM_KEY_MAX);
 	for (i = 0; rt->query != NULL && rt->query[i].name != NULL; i++)
@@ -678,6 +680,7 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 		/* What the middleware enforces for this route, from the same
 		 * function it uses. */
 		idem_cfg_route_limits(&app->cfg, rt->method, rt->pattern, &l);
+		l.ttl_ms = idem_inbox_ttl_ms(&app->cfg, rt, l.ttl_ms);
 		idem_json_key(j, "x-idempotency");
 		idem_json_object(j);
 		idem_json_key(j, "required");

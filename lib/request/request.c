@@ -145,6 +145,9 @@ prepare(idem_req *req)
 		    "request body is shorter than Content-Length");
 		return -1;
 	}
+	/* A signed source's message: its signature before anything else. */
+	if (req->route->inbox != NULL && idem_inbox_receive(req) == -1)
+		return -1;
 
 	if (req->route->flags & IDEM_ROUTE_LOCAL) {
 		if (!idem_addr_allowed(cfg->metrics_allow, req->remote_addr)) {
@@ -164,7 +167,8 @@ prepare(idem_req *req)
 			return -1;
 	}
 
-	if (req->route->flags & IDEM_ROUTE_IDEMPOTENT) {
+	if ((req->route->flags & IDEM_ROUTE_IDEMPOTENT) &&
+	    req->route->inbox == NULL) {
 		/* Raw: an oversized value is invalid, not missing. */
 		v = idem_fcgi_param(req->in, "HTTP_IDEMPOTENCY_KEY");
 		if (v == NULL) {
@@ -232,6 +236,8 @@ prepare(idem_req *req)
 		if (idem_req_body_check(req) == -1)
 			return -1;
 	}
+	if (req->route->inbox != NULL && idem_inbox_claimant(req) == -1)
+		return -1;
 	return 0;
 }
 
@@ -286,7 +292,8 @@ idem_request_handle(idem_app *app, struct idem_fcgi *in,
 	if (prepare(&req) == 0) {
 		if (req.route->flags & IDEM_ROUTE_IDEMPOTENT) {
 			idem_idempotent_run(&req);
-			idem_auth_settle(&req);
+			if (req.route->inbox == NULL)
+				idem_auth_settle(&req);
 		} else
 			run_plain(&req);
 	} else if (req.route != NULL &&
