@@ -95,15 +95,20 @@ class App:
                 break
             time.sleep(0.05)
 
-    def request(self, secret, method, uri, body=b"", key=None, timeout=20):
-        """Returns (status line, headers+body bytes)."""
+    def request(self, secret, method, uri, body=b"", key=None, timeout=20,
+                headers=None):
+        """Returns (status line, headers+body bytes).  secret None: no
+        Authorization; headers: more request headers, by HTTP name."""
         env = dict(os.environ)
         env.update({"REQUEST_METHOD": method, "REQUEST_URI": uri,
                     "SCRIPT_NAME": "", "PATH_INFO": uri, "QUERY_STRING": "",
                     "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "127.0.0.1",
                     "CONTENT_LENGTH": str(len(body)),
-                    "CONTENT_TYPE": "application/json",
-                    "HTTP_AUTHORIZATION": "Bearer " + secret})
+                    "CONTENT_TYPE": "application/json"})
+        if secret is not None:
+            env["HTTP_AUTHORIZATION"] = "Bearer " + secret
+        for name, value in (headers or {}).items():
+            env["HTTP_" + name.upper().replace("-", "_")] = value
         if key is not None:
             env["HTTP_IDEMPOTENCY_KEY"] = key
         try:
