@@ -2,7 +2,7 @@
 """inbox.py - the payments sample receives its acquirer's signed events
 exactly once (POST /v1/acquirer/events, [inbox "acquirer"]), each message
 signed by a sender nobody here wrote: the npm packages standardwebhooks and
-stripe (tests/direct/inbox_sign.js).  A payments.fcgi of its own on a
+stripe (tests/lib/inbox_sender.py).  A payments.fcgi of its own on a
 socket, a database of its own, a webhook receiver on loopback for the
 sample's own payment.disputed (tests/lib/webhook_receiver.py):
 
@@ -28,7 +28,6 @@ a deadline.  Prints TAP.  Usage:
 import base64
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ sys.path.insert(0, os.path.join(TESTS, "lib"))
 sys.dont_write_bytecode = True
 from direct import run_args  # noqa: E402
 from direct import App, Db, api_key, conf_text, done, missing, ok, wait_for, write  # noqa: E402
+from inbox_sender import Signer  # noqa: E402
 from webhook_receiver import Receiver  # noqa: E402
 
 DB = "idem_inbox"
@@ -75,35 +75,6 @@ def doc(raw):
         return json.loads(body)
     except ValueError:
         return None
-
-
-class Signer:
-    """Headers for messages, made by the npm packages in one node run per
-    batch."""
-
-    def __init__(self, srcdir):
-        self.modules = os.path.join(os.path.abspath(srcdir), "tests",
-                                    "openapi",
-                                    "node_modules")
-        self.script = os.path.join(HERE, "inbox_sign.js")
-
-    def why_not(self):
-        if shutil.which("node") is None:
-            return "node is not installed"
-        for m in ("standardwebhooks", "stripe"):
-            if not os.path.isfile(os.path.join(self.modules, m,
-                                               "package.json")):
-                return "%s not installed in tests/openapi/node_modules " \
-                       "(npm ci there: tests/lib/deps.sh)" % m
-        return None
-
-    def sign(self, cases):
-        for c in cases:
-            c["body"] = base64.b64encode(c["body"]).decode()
-        p = subprocess.run(["node", self.script], input=json.dumps(
-            {"modules": self.modules, "cases": cases}).encode(),
-            capture_output=True, timeout=60, check=True)
-        return json.loads(p.stdout)
 
 
 class RowLock:

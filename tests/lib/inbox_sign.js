@@ -1,5 +1,5 @@
-// inbox_sign.js - senders nobody here wrote, for tests/direct/inbox.py and
-// tests/lifecycle/inbox.py: signs messages with the npm packages
+// inbox_sign.js - senders nobody here wrote, for tests/lib/inbox_sender.py:
+// signs messages with the npm packages
 // standardwebhooks (Webhook.sign) and stripe
 // (webhooks.generateTestHeaderString), from tests/openapi/node_modules.
 // Reads {"modules": DIR, "cases": [...]} on stdin, each case {scheme:
