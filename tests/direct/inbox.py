@@ -16,7 +16,9 @@ sample's own payment.disputed (tests/lib/webhook_receiver.py):
 - a rotation: the old secret and the new one both accepted;
 - a handler failure (5xx): nothing stored, the sender's retry runs it;
 - an unknown payment and an unknown type: 200, counted, nothing changed;
-- idemctl key show, /metrics and /openapi.json know the route;
+- idemctl key show, /metrics and /openapi.json know the route; idemctl
+  evict evicts an expired message record (sent again then, it runs again
+  and the sample changes nothing: the payment is disputed already);
 - the stripe scheme (a second process, [inbox] scheme = stripe): the body's
   id is the key, 3 sends applied once, a wrong secret and an old t 400.
 
@@ -331,6 +333,25 @@ def check_tools(r):
        "/openapi.json: payment.disputed among the webhooks")
 
 
+def check_eviction(r, pid, body, h):
+    """An expired message record is evicted like any key; the message
+    sent again after that runs again, and the sample changes nothing."""
+    r.db.sql("UPDATE idempotency_keys SET expires_at = now() - interval "
+             "'1 second' WHERE key = 'msg_three'")
+    p = subprocess.run([os.path.join(r.a.builddir, "apps/idemctl/idemctl"),
+                        "-c", r.conf, "evict"], capture_output=True,
+                       text=True)
+    ok(p.returncode == 0 and r.records("msg_three") == 0, "idemctl evict "
+       "evicts the expired message record", p.stdout + p.stderr)
+    s, raw = r.send(body, r.signed(body, "msg_three"))
+    reason = r.db.sql("SELECT reason FROM acquirer_events_ignored WHERE "
+                      "event_id = 'evt_three'")
+    ok(s == 200 and not replayed(raw) and reason == "already disputed" and
+       r.events(pid) == 1, "sent again after eviction: runs again, the "
+       "payment already disputed, no second payment.disputed",
+       (raw[:300], reason))
+
+
 def check_stripe(r):
     conf = os.path.join(r.tmp, "stripe.ini")
     write(conf, conf_text(r.a.pghost, r.a.pgport, DB,
@@ -395,6 +416,7 @@ def main():
         check_failure(r)
         check_ignored(r)
         check_tools(r)
+        check_eviction(r, pid, body, h)
         check_stripe(r)
     finally:
         if r is not None:
