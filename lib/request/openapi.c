@@ -162,8 +162,12 @@ answers(const idem_app *app, const struct idem_route *rt,
 
 	switch (p) {
 	case IDEM_P_KEY_MISSING: case IDEM_P_KEY_INVALID:
+		/* A signed source's key is its message id (receive.c). */
+		return (f & IDEM_ROUTE_IDEMPOTENT) != 0 && rt->inbox == NULL;
 	case IDEM_P_KEY_IN_FLIGHT: case IDEM_P_KEY_REUSED:
 		return (f & IDEM_ROUTE_IDEMPOTENT) != 0;
+	case IDEM_P_WEBHOOK_SIGNATURE: case IDEM_P_WEBHOOK_TIMESTAMP:
+		return rt->inbox != NULL;
 	case IDEM_P_KEY_EXPIRED:
 		/* Only a route that remembers its keys past their expiry. */
 		idem_cfg_route_limits(&app->cfg, rt->method, rt->pattern, &l);
@@ -180,8 +184,9 @@ answers(const idem_app *app, const struct idem_route *rt,
 	case IDEM_P_UNAUTHORIZED:
 		return !(f & (IDEM_ROUTE_PUBLIC | IDEM_ROUTE_LOCAL));
 	case IDEM_P_NOT_FOUND:
+		/* An inbox route without its [inbox] section: 404. */
 		return strchr(rt->pattern, ':') != NULL ||
-		    (f & IDEM_ROUTE_LOCAL) != 0;
+		    (f & IDEM_ROUTE_LOCAL) != 0 || rt->inbox != NULL;
 	case IDEM_P_UNAVAILABLE: case IDEM_P_INTERNAL:
 		return 1;
 	default:

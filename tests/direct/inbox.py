@@ -329,6 +329,13 @@ def check_tools(r):
        "Idempotency-Key" not in names and op.get("security") == [],
        "/openapi.json: the route with its signature headers, no API key",
        op.get("parameters"))
+    enum = op.get("responses", {}).get("400", {}).get("content", {}).get(
+        "application/problem+json", {}).get("schema", {}).get("allOf", [
+            {}, {}])[1].get("properties", {}).get("type", {}).get("enum", [])
+    ok({"/problems/webhook-signature-invalid",
+        "/problems/webhook-timestamp-out-of-tolerance"} <= set(enum) and
+       "/problems/idempotency-key-missing" not in enum,
+       "/openapi.json: the route's 400 problem types", enum)
     ok("payment.disputed" in api.get("webhooks", {}),
        "/openapi.json: payment.disputed among the webhooks")
 
