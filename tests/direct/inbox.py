@@ -266,9 +266,11 @@ def check_refusals(r, pid, body, h):
 def check_rotation(r):
     pid = r.pay(5)
     body = r.message(pid, "evt_old")
-    s, raw = r.send(body, r.signed(body, "msg_old", secret=OLD))
-    ok(s == 200 and r.status(pid) == "disputed", "rotation: a message "
-       "signed with the old secret is accepted too", raw[:300])
+    # A webhook-id is the sender's, as written: digits only too.
+    s, raw = r.send(body, r.signed(body, "1234567890", secret=OLD))
+    ok(s == 200 and r.status(pid) == "disputed" and
+       r.records("1234567890") == 1, "rotation: a message signed with the "
+       "old secret is accepted too (its webhook-id all digits)", raw[:300])
 
 
 def check_failure(r):
