@@ -50,6 +50,8 @@ enum idem_problem {
 	IDEM_P_KEY_ABANDONED,		/* idempotency-key-abandoned (idemctl) */
 	IDEM_P_KEY_EXPIRED,		/* idempotency-key-expired (remember) */
 	IDEM_P_WEBHOOK_ENDPOINT_LIMIT,	/* webhook-endpoint-limit (422) */
+	IDEM_P_WEBHOOK_SIGNATURE,	/* webhook-signature-invalid ([inbox]) */
+	IDEM_P_WEBHOOK_TIMESTAMP,	/* webhook-timestamp-out-of-tolerance */
 	IDEM_P__MAX	/* an application's own types follow (idem_app_problem) */
 };
 
@@ -541,6 +543,39 @@ const char	*idem_webhook_verdict_name(enum idem_webhook_verdict v);
 /* A new secret "whsec_" + base64 of 24 random bytes into out
  * (NUL-terminated; IDEM_WEBHOOK_SECRET_MAX is enough): 0, or -1. */
 int		 idem_webhook_secret_new(char *out, size_t outlen);
+
+/* --- Stripe signatures (stripe.c) ----------------------------------------- */
+
+/* "t=" and up to 19 digits, ",v1=" and 64 hex digits, NUL. */
+#define IDEM_STRIPE_SIGNATURE_MAX	96
+
+/* A Stripe-Signature value ("t=...,v1=...") of body into out: 0, or -1.
+ * idem_stripe_sign(3). */
+int		 idem_stripe_sign(const char *secret, long long timestamp,
+		    const void *body, size_t len, char *out, size_t outlen);
+/* For receivers: a Stripe-Signature header against the body (any v1), its
+ * t within tolerance_s of now; the verdicts of idem_webhook_verify(). */
+enum idem_webhook_verdict idem_stripe_verify(const char *secret,
+		    const char *header, const void *body, size_t len,
+		    long long now, long long tolerance_s);
+
+/* --- signed sources: receiving webhooks exactly once (inbox.c) ------------ */
+
+/* A route that receives the messages of the source [inbox "source"]
+ * (POST, JSON): verified before anything else, keyed by the message id,
+ * exactly once; no API key.  retention_ms: how long a message id is
+ * remembered (0: 7 days).  idem_app_inbox(3). */
+int		 idem_app_inbox(idem_app *app, const char *pattern,
+		    const char *source, const struct idem_body *body,
+		    long long retention_ms, idem_handler_fn fn, void *arg);
+/* The source of the request's route ([inbox "NAME"]), or NULL. */
+const char	*idem_req_inbox(const idem_req *req);
+
+/* idem_req_enqueue() for another tenant's endpoints (an inbox's handler
+ * acting for the tenant a message concerns).  idem_req_enqueue(3). */
+int		 idem_req_enqueue_tenant(idem_req *req, int64_t tenant,
+		    const char *type, const char *data, size_t len, char *id,
+		    size_t idlen);
 
 #ifdef __cplusplus
 }

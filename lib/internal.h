@@ -240,6 +240,15 @@ void	idem_deadline(clockid_t clk, long long ms, struct timespec *ts);
 #define IDEM_SECRET_HASH_LEN	32	/* SHA-256 of an API secret */
 
 void	idem_sha256(const void *p, size_t len, unsigned char out[32]);
+/* Bytes to hash, one of several in a row. */
+struct idem_span {
+	const void	*p;
+	size_t		 len;
+};
+/* HMAC-SHA256 with key over the spans one after the other: 0, or -1. */
+int	idem_hmac_sha256(const void *key, size_t keylen,
+	    const struct idem_span *parts, size_t nparts,
+	    unsigned char out[32]);
 /* n (at most 512) random bytes into out: 0, or -1. */
 int	idem_random_bytes(unsigned char *out, size_t n);
 /* nbytes (at most 64) random bytes as hex into out (2 * nbytes + 1). */
@@ -315,6 +324,76 @@ struct idem_cfg_route {
 	unsigned long		 exclude_line;
 	struct idem_cfg_route	*next;
 };
+
+/* --- inbox.c: [inbox "NAME"], a signed source of webhooks ------------- */
+
+#define IDEM_INBOX_SECRETS_MAX	8	/* secret = a b ... (rotation) */
+#define IDEM_INBOX_NAME_MAX	64
+
+enum idem_inbox_scheme {
+	IDEM_INBOX_SCHEME_NONE,		/* not set yet */
+	IDEM_INBOX_STANDARD,		/* standard-webhooks */
+	IDEM_INBOX_STRIPE,		/* stripe */
+};
+
+/* One [inbox "NAME"] section; line 0: that key not set. */
+struct idem_cfg_inbox {
+	char			*name;
+	enum idem_inbox_scheme	 scheme;
+	char			*secret[IDEM_INBOX_SECRETS_MAX];
+	size_t			 nsecrets;
+	long long		 tolerance_ms;	/* default 5 min */
+	unsigned long		 line;		/* of the section header */
+	unsigned long		 scheme_line, secret_line, tolerance_line;
+	struct idem_cfg_inbox	*next;
+};
+
+/* What a section header is to the inbox parser. */
+enum idem_inbox_sect_rc {
+	IDEM_INBOX_SECT_OTHER,	/* not [inbox ...]: another section */
+	IDEM_INBOX_SECT_OK,	/* a new inbox appended to *list, in *out */
+	IDEM_INBOX_SECT_ERROR,	/* why says what is wrong */
+};
+/* hdr: the text between the brackets. */
+enum idem_inbox_sect_rc idem_inbox_section(struct idem_cfg_inbox **list,
+	    const char *hdr, unsigned long line, struct idem_cfg_inbox **out,
+	    char *why, size_t whylen);
+/* scheme or secret of ib at line: 0, or -1 with why (the caller parses
+ * tolerance, a duration). */
+int	idem_inbox_key(struct idem_cfg_inbox *ib, const char *key,
+	    const char *val, unsigned long line, char *why, size_t whylen);
+/* Every inbox of list has its scheme and a secret: 0, or -1 with why and
+ * *line the section's. */
+int	idem_inbox_finish(const struct idem_cfg_inbox *list,
+	    unsigned long *line, char *why, size_t whylen);
+void	idem_inbox_free(struct idem_cfg_inbox *list);
+const struct idem_cfg_inbox *idem_inbox_find(
+	    const struct idem_cfg_inbox *list, const char *name);
+const char *idem_inbox_scheme_name(enum idem_inbox_scheme s);
+
+/* A received message's signature headers (NULL: absent). */
+struct idem_inbox_msg {
+	const char	*id, *timestamp, *signature;	/* webhook-* */
+	const char	*stripe_signature;		/* Stripe-Signature */
+	const void	*body;
+	size_t		 len;
+};
+/* Pure: the message against each of ib's secrets at now (Unix seconds):
+ * IDEM_WEBHOOK_OK when one matches in time. */
+enum idem_webhook_verdict idem_inbox_check(const struct idem_cfg_inbox *ib,
+	    const struct idem_inbox_msg *m, long long now);
+
+/* --- stripe.c: the Stripe-Signature header ------------------------------ */
+
+enum idem_stripe_header_rc {
+	IDEM_STRIPE_HEADER_OK,		/* one t, one v1 or more */
+	IDEM_STRIPE_HEADER_MISSING,	/* no header */
+	IDEM_STRIPE_HEADER_BAD_T,	/* no t, two, or not decimal seconds */
+	IDEM_STRIPE_HEADER_NO_V1,	/* no v1 signature */
+};
+/* Pure: the header's t and how many v1 items it has. */
+enum idem_stripe_header_rc idem_stripe_header_parse(const char *h,
+	    long long *t, size_t *nv1);
 
 /*
  * What a route runs under, its section's values over the defaults: the
@@ -404,6 +483,8 @@ struct idem_cfg {
 	char			*socket_group;		/* NULL: the process's */
 	/* [route "METHOD /path"] */
 	struct idem_cfg_route	*routes;
+	/* [inbox "NAME"] (inbox.c) */
+	struct idem_cfg_inbox	*inboxes;
 	/* application sections */
 	struct idem_cfg_kv	*app;
 	/* accept (and ignore) any key of a non-framework section (idemctl) */
@@ -519,6 +600,8 @@ struct idem_route {
 	const char		*operation_id, *summary;
 	const struct idem_response *responses;
 	const char *const	*problems;	/* application slugs */
+	/* idem_app_inbox(): the signed source it receives (receive.c) */
+	struct idem_inbox_route	*inbox;
 };
 
 struct idem_router {

@@ -230,6 +230,7 @@ struct idem_app {
 	size_t			 nwebhooks;	/* idem_app_webhook() */
 	char			 error[256];	/* idem_app_error() */
 	struct idem_endpoint_decls endpoints;	/* idem_app_webhook_routes() */
+	struct idem_inbox_route	*inboxes;	/* idem_app_inbox() */
 	atomic_int		 stopping;
 	atomic_int		 waiters;	/* Prefer: wait, now */
 	atomic_size_t		 buffered;	/* bytes connections hold against
@@ -383,6 +384,34 @@ int	idem_addr_allowed(const char *list, const char *addr);
  * digits.  Is ct application/json (parameters allowed)? */
 int	idem_http_content_length(const char *s, unsigned long long *n);
 int	idem_http_is_json(const char *ct);
+
+/*
+ * receive.c: routes that receive a signed source's webhooks
+ * (idem_app_inbox()).  Each knows its source, its retention and, once
+ * resolved, the secret hash that stands for the source's tenant (an
+ * api_keys row whose secret nobody holds: sql/050).
+ */
+struct idem_inbox_route {
+	char			*source;
+	long long		 retention_ms;
+	pthread_mutex_t		 mu;
+	int			 resolved;	/* hash is the tenant's */
+	unsigned char		 hash[IDEM_SECRET_HASH_LEN];
+	struct idem_inbox_route	*next;
+};
+void	idem_inbox_routes_free(idem_app *app);
+/* Verify an inbox route's message before anything else, and take its key
+ * from webhook-id: 0, or -1 with the response set (400, 404). */
+int	idem_inbox_receive(idem_req *req);
+/* After the body's checks: the stripe scheme's key (the body's id) and
+ * the source's tenant.  0, or -1 with the response set. */
+int	idem_inbox_claimant(idem_req *req);
+/* The record's ttl on route rt: its retention unless [route] ttl says. */
+long long idem_inbox_ttl_ms(const struct idem_cfg *cfg,
+	    const struct idem_route *rt, long long ttl_ms);
+/* The route's signature headers as /openapi.json parameters. */
+void	idem_inbox_openapi_params(idem_json *j, const struct idem_cfg *cfg,
+	    const struct idem_route *rt);
 
 /* body.c: the route registered with method and pattern, or NULL. */
 struct idem_route *idem_route_of(idem_app *app, const char *method,

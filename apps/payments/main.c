@@ -96,6 +96,17 @@ main(int argc, char *argv[])
 	    "card was declined)", &payment_view);
 	idem_app_webhook(app, PAYMENTS_EV_REFUNDED, "A refund was created",
 	    &refund_view);
+	idem_app_webhook(app, PAYMENTS_EV_DISPUTED, "A payment was disputed "
+	    "(the acquirer's event)", &payment_view);
+	/* The acquirer's events, signed ([inbox "acquirer"]): exactly once
+	 * per message id, remembered 7 days (its retries last 3). */
+	idem_app_inbox(app, "/v1/acquirer/events", "acquirer",
+	    &acquirer_event_body, 0, acquirer_events, NULL);
+	idem_app_route_response(app, "POST", "/v1/acquirer/events",
+	    acquirer_event_received);
+	idem_app_route_summary(app, "POST", "/v1/acquirer/events",
+	    "receiveAcquirerEvent", "Receive an event of the acquirer "
+	    "(signed; no API key)");
 	if (idem_app_webhook_routes(app, "/v1/webhook_endpoints") == -1) {
 		idem_app_free(app);
 		return 1;

@@ -74,7 +74,7 @@ const struct idem_body refund_body = { (const struct idem_member[]){
 /* What the routes answer (idem_app_route_response()): every member is
  * present, those without IDEM_REQUIRED maybe null. */
 static const char *const payment_statuses[] = { "pending", "succeeded",
-	"failed", NULL };
+	"failed", "disputed", NULL };
 static const char *const payment_object[] = { "payment", NULL };
 static const char *const refund_object[] = { "refund", NULL };
 
@@ -132,10 +132,6 @@ const struct idem_response health[] = {
 	{ 0, NULL, 0, NULL } };
 
 /* A payment as the API shows it, straight from its row. */
-#define PAYMENT_COLS "id, 'payment' AS object, amount, currency, status, " \
-	"amount_refunded, description, customer, metadata, " \
-	"extract(epoch FROM created_at)::bigint AS created"
-
 /* prefix and 24 random hex digits, from the library's random buffer
  * (RAND_bytes here would cost a getpid() per id: OpenSSL's fork check). */
 static int

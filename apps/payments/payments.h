@@ -15,6 +15,12 @@ extern long long	payments_acquirer_timeout_ms;	/* [payments] acquirer_timeout */
 #define PAYMENTS_EV_SUCCEEDED	"payment.succeeded"
 #define PAYMENTS_EV_FAILED	"payment.failed"
 #define PAYMENTS_EV_REFUNDED	"refund.created"
+#define PAYMENTS_EV_DISPUTED	"payment.disputed"
+
+/* A payment's columns as the API shows it. */
+#define PAYMENT_COLS "id, 'payment' AS object, amount, currency, status, " \
+	"amount_refunded, description, customer, metadata, " \
+	"extract(epoch FROM created_at)::bigint AS created"
 extern const struct idem_body payment_view, refund_view;
 
 /* The declared bodies of the create and refund routes. */
@@ -34,5 +40,10 @@ int	payments_get(idem_req *req, void *arg);
 int	payments_list(idem_req *req, void *arg);
 int	refunds_create(idem_req *req, void *arg);
 int	healthz(idem_req *req, void *arg);
+
+/* POST /v1/acquirer/events: the acquirer's signed events (disputes.c). */
+extern const struct idem_body acquirer_event_body;
+extern const struct idem_response acquirer_event_received[];
+int	acquirer_events(idem_req *req, void *arg);
 
 #endif

@@ -490,6 +490,7 @@ idem_cfg_free(struct idem_cfg *cfg)
 	free(cfg->metrics_socket_group);
 	free(cfg->metrics_allow_uid);
 	free(cfg->file);
+	idem_inbox_free(cfg->inboxes);
 	for (r = cfg->routes; r != NULL; r = rn) {
 		rn = r->next;
 		free(r->method);
@@ -499,6 +500,7 @@ idem_cfg_free(struct idem_cfg *cfg)
 		free(r->exclude);
 		free(r);
 	}
+	idem_inbox_free(cfg->inboxes);
 	for (kv = cfg->app; kv != NULL; kv = kn) {
 		kn = kv->next;
 		free(kv->section);

@@ -41,6 +41,7 @@ parse_section(struct parse *ps, char *s, size_t len)
 	enum cfg_sect		 sect;
 	size_t			 i;
 	int			 found, rc;
+	char			 why[256];
 
 	if (s[len - 1] != ']')
 		return perr(ps, ps->line, strchr(s, ']') != NULL ?
@@ -53,6 +54,16 @@ parse_section(struct parse *ps, char *s, size_t len)
 
 	ps->route = NULL;
 	ps->app_sect = NULL;
+	switch (idem_inbox_section(&ps->cfg->inboxes, s, ps->line, &ps->inbox,
+	    why, sizeof(why))) {
+	case IDEM_INBOX_SECT_OK:
+		ps->sect = S_INBOX;
+		return 0;
+	case IDEM_INBOX_SECT_ERROR:
+		return perr(ps, ps->line, "%s", why);
+	case IDEM_INBOX_SECT_OTHER:
+		break;
+	}
 	if ((rc = route_section(ps, s)) != 1)
 		return rc;
 
@@ -86,6 +97,41 @@ parse_section(struct parse *ps, char *s, size_t len)
 }
 
 
+/* [inbox "NAME"]: tolerance here (a duration, 1s to 1h), the rest in
+ * inbox.c. */
+static int
+parse_inbox_key(struct parse *ps, const char *key, const char *val)
+{
+	struct idem_cfg_inbox	*ib = ps->inbox;
+	char			 why[256];
+
+	if (strcmp(key, "tolerance") != 0)
+		return idem_inbox_key(ib, key, val, ps->line, why,
+		    sizeof(why)) == 0 ? 0 : perr(ps, ps->line, "%s", why);
+	if (ib->tolerance_line != 0)
+		return perr(ps, ps->line, "duplicate key tolerance (first on "
+		    "line %lu)", ib->tolerance_line);
+	if (idem_parse_duration(val, &ib->tolerance_ms) == -1 ||
+	    ib->tolerance_ms < MS_SECOND || ib->tolerance_ms > MS_HOUR)
+		return perr(ps, ps->line, "tolerance must be a duration from "
+		    "1s to 1h, such as 5m");
+	ib->tolerance_line = ps->line;
+	return 0;
+}
+
+/* The [inbox] sections complete (inbox.c): 0, or -1 at the line at
+ * fault. */
+static int
+check_inboxes(struct parse *ps)
+{
+	unsigned long	line = 0;
+	char		why[256];
+
+	if (idem_inbox_finish(ps->cfg->inboxes, &line, why, sizeof(why)) == 0)
+		return 0;
+	return perr(ps, line, "%s", why);
+}
+
 static int
 parse_keyval(struct parse *ps, char *s)
 {
@@ -114,6 +160,8 @@ parse_keyval(struct parse *ps, char *s)
 		return perr(ps, ps->line, "%.64s outside of any section", key);
 	case S_IGNORE:
 		return 0;
+	case S_INBOX:
+		return parse_inbox_key(ps, key, val);
 	case S_ROUTE:
 		return parse_route_key(ps, key, val);
 	case S_APP:
@@ -232,7 +280,8 @@ idem_cfg_parse(struct idem_cfg *cfg, const char *name, const char *text,
 		return perr(&ps, 0, "out of memory");
 	}
 	if (parse_lines(&ps, text, len) == 0 && check_server(&ps) == 0 &&
-	    check_routes(&ps) == 0 && check_webhooks(&ps) == 0)
+	    check_routes(&ps) == 0 && check_webhooks(&ps) == 0 &&
+	    check_inboxes(&ps) == 0)
 		rc = 0;
 	free(ps.app);
 	free(ps.key_line);

@@ -35,6 +35,7 @@ enum cfg_sect {
 	S_ROUTE,
 	S_APP,
 	S_IGNORE,	/* a section of another program (any_app_keys) */
+	S_INBOX,	/* [inbox "NAME"] (inbox.c) */
 };
 
 /* The library's own symbols for the parts' helpers (function-like: a
@@ -73,6 +74,7 @@ struct parse {
 	enum cfg_sect		 sect;
 	const char		*app_sect;	/* S_APP: the section name */
 	struct idem_cfg_route	*route;		/* S_ROUTE: its record */
+	struct idem_cfg_inbox	*inbox;		/* S_INBOX: its record */
 	unsigned long		*key_line;	/* cfg_nkeys: where each key
 						 * was set, 0: not yet */
 	int			 sect_seen[S_ROUTE];

@@ -1,17 +1,54 @@
 /*
  * crypto.c - the library's few uses of OpenSSL in one place: SHA-256,
  * random identifiers, the constant-time secret comparison and the key
- * digest (one computation for the advisory lock and the log's key_hash).
+ * digest (one computation for the advisory lock and the log's key_hash),
+ * and HMAC-SHA256 (the webhook signature schemes').
  * Depends on nothing of the runtime, so the log can use it too.
  */
 #include <pthread.h>
 #include <string.h>
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include "internal.h"
+
+/* HMAC's implementation fetched once for the process (as SHA-256's below):
+ * EVP_MAC_fetch() per signature looked it up every time. */
+static pthread_once_t	 mac_once = PTHREAD_ONCE_INIT;
+static EVP_MAC		*mac_hmac;
+
+static void
+mac_init(void)
+{
+	mac_hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+}
+
+int
+idem_hmac_sha256(const void *key, size_t keylen,
+    const struct idem_span *parts, size_t nparts, unsigned char out[32])
+{
+	EVP_MAC_CTX	*ctx;
+	OSSL_PARAM	 params[2];
+	size_t		 i, outl = 0;
+	int		 ok;
+
+	pthread_once(&mac_once, mac_init);
+	if (mac_hmac == NULL || (ctx = EVP_MAC_CTX_new(mac_hmac)) == NULL)
+		return -1;
+	params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST,
+	    (char *)"SHA256", 0);
+	params[1] = OSSL_PARAM_construct_end();
+	ok = EVP_MAC_init(ctx, key, keylen, params) == 1;
+	for (i = 0; ok && i < nparts; i++)
+		ok = parts[i].len == 0 || EVP_MAC_update(ctx, parts[i].p,
+		    parts[i].len) == 1;
+	ok = ok && EVP_MAC_final(ctx, out, &outl, 32) == 1 && outl == 32;
+	EVP_MAC_CTX_free(ctx);
+	return ok ? 0 : -1;
+}
 
 /*
  * SHA-256's implementation fetched once for the process, and a digest

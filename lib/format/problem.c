@@ -79,6 +79,16 @@ static const struct idem_problem_type problems[IDEM_P__MAX] = {
 	    "Too many webhook endpoints", 422,
 	    "The tenant has as many webhook endpoints as it may have: delete "
 	    "one, then create this one with a new Idempotency-Key." },
+	/* A signed source's receiver ([inbox]): nothing stored, no handler
+	 * run; the sender's retry is checked afresh. */
+	[IDEM_P_WEBHOOK_SIGNATURE] = { "webhook-signature-invalid",
+	    "Webhook signature invalid", 400,
+	    "The message's signature headers are missing, malformed, or "
+	    "match none of the source's secrets: nothing was stored." },
+	[IDEM_P_WEBHOOK_TIMESTAMP] = { "webhook-timestamp-out-of-tolerance",
+	    "Webhook timestamp out of tolerance", 400,
+	    "The message's signed timestamp is further from the receiver's "
+	    "clock than the source's tolerance: nothing was stored." },
 };
 
 /*

@@ -5,10 +5,8 @@
  * the caller passes in and the random bytes of a new secret.
  */
 #include <limits.h>
-#include <pthread.h>
 #include <string.h>
 
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
@@ -19,17 +17,6 @@
 #define KEY_MAX		256	/* a longer key is refused, not truncated */
 #define MAC_LEN		32	/* HMAC-SHA256 */
 #define B64_LEN(n)	(((n) + 2) / 3 * 4)
-
-/* HMAC's implementation fetched once for the process (as crypto.c does
- * SHA-256's): EVP_MAC_fetch() per signature looked it up every time. */
-static pthread_once_t	 mac_once = PTHREAD_ONCE_INIT;
-static EVP_MAC		*mac_hmac;
-
-static void
-mac_init(void)
-{
-	mac_hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-}
 
 /* Is s (n bytes, n a multiple of 4) standard base64 with its padding?
  * EVP_DecodeBlock() alone would skip blanks around it. */
@@ -87,28 +74,12 @@ static int
 mac(const unsigned char *key, size_t keylen, const char *id, long long ts,
     const void *body, size_t len, unsigned char out[MAC_LEN])
 {
-	EVP_MAC_CTX	*ctx;
-	OSSL_PARAM	 params[2];
-	char		 tsbuf[IDEM_INT_LEN];
-	size_t		 tslen, outl = 0;
-	int		 ok;
+	char			tsbuf[IDEM_INT_LEN];
+	struct idem_span	parts[5] = { { id, strlen(id) }, { ".", 1 },
+				    { tsbuf, 0 }, { ".", 1 }, { body, len } };
 
-	pthread_once(&mac_once, mac_init);
-	if (mac_hmac == NULL || (ctx = EVP_MAC_CTX_new(mac_hmac)) == NULL)
-		return -1;
-	params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST,
-	    (char *)"SHA256", 0);
-	params[1] = OSSL_PARAM_construct_end();
-	tslen = idem_fmt_int(tsbuf, ts);
-	ok = EVP_MAC_init(ctx, key, keylen, params) == 1 &&
-	    EVP_MAC_update(ctx, (const unsigned char *)id, strlen(id)) == 1 &&
-	    EVP_MAC_update(ctx, (const unsigned char *)".", 1) == 1 &&
-	    EVP_MAC_update(ctx, (const unsigned char *)tsbuf, tslen) == 1 &&
-	    EVP_MAC_update(ctx, (const unsigned char *)".", 1) == 1 &&
-	    (len == 0 || EVP_MAC_update(ctx, body, len) == 1) &&
-	    EVP_MAC_final(ctx, out, &outl, MAC_LEN) == 1 && outl == MAC_LEN;
-	EVP_MAC_CTX_free(ctx);
-	return ok ? 0 : -1;
+	parts[2].len = idem_fmt_int(tsbuf, ts);
+	return idem_hmac_sha256(key, keylen, parts, 5, out);
 }
 
 int

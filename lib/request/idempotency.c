@@ -1068,6 +1068,9 @@ execute(idem_req *req)
 		return;
 	}
 	heartbeat_stop(req);
+	/* The record and the effect committed, the answer not yet sent
+	 * (IDEM_FAULT=stall-after:stored: the database restarted then). */
+	fault("after", "stored");
 	req->outcome = IDEM_OUT_CREATED;
 	expires_header(req);
 }
@@ -1233,6 +1236,8 @@ idem_idempotent_run(idem_req *req)
 	req->txn.phased = (req->route->flags & IDEM_ROUTE_PHASED) != 0;
 	idem_cfg_route_limits(&req->app->cfg, req->method, req->route->pattern,
 	    &req->txn.limits);
+	req->txn.limits.ttl_ms = idem_inbox_ttl_ms(&req->app->cfg, req->route,
+	    req->txn.limits.ttl_ms);
 	fingerprint(req);
 again:
 	if (idem_req_db(req) == NULL) {

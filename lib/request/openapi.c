@@ -171,8 +171,12 @@ answers(const idem_app *app, const struct idem_route *rt,
 
 	switch (p) {
 	case IDEM_P_KEY_MISSING: case IDEM_P_KEY_INVALID:
+		/* A signed source's key is its message id (receive.c). */
+		return (f & IDEM_ROUTE_IDEMPOTENT) != 0 && rt->inbox == NULL;
 	case IDEM_P_KEY_IN_FLIGHT: case IDEM_P_KEY_REUSED:
 		return (f & IDEM_ROUTE_IDEMPOTENT) != 0;
+	case IDEM_P_WEBHOOK_SIGNATURE: case IDEM_P_WEBHOOK_TIMESTAMP:
+		return rt->inbox != NULL;
 	case IDEM_P_KEY_EXPIRED:
 		/* Only a route that remembers its keys past their expiry. */
 		idem_cfg_route_limits(&app->cfg, rt->method, rt->pattern, &l);
@@ -189,8 +193,9 @@ answers(const idem_app *app, const struct idem_route *rt,
 	case IDEM_P_UNAUTHORIZED:
 		return !(f & (IDEM_ROUTE_PUBLIC | IDEM_ROUTE_LOCAL));
 	case IDEM_P_NOT_FOUND:
+		/* An inbox route without its [inbox] section: 404. */
 		return strchr(rt->pattern, ':') != NULL ||
-		    (f & IDEM_ROUTE_LOCAL) != 0;
+		    (f & IDEM_ROUTE_LOCAL) != 0 || rt->inbox != NULL;
 	case IDEM_P_UNAVAILABLE: case IDEM_P_INTERNAL:
 		return 1;
 	default:
@@ -667,7 +672,8 @@ summary(idem_json *j, const idem_app *app, const struct idem_route *rt)
 
 /* An operation's parameters: its path's, its key, its query. */
 static void
-operation_parameters(idem_json *j, const struct idem_route *rt)
+operation_parameters(idem_json *j, const idem_app *app,
+    const struct idem_route *rt)
 {
 	const char			*s;
 	char				 name[64];
@@ -683,7 +689,9 @@ operation_parameters(idem_json *j, const struct idem_route *rt)
 			parameter(j, name, "path", "^[A-Za-z0-9._~-]+$", NULL,
 			    0);
 		}
-	if (rt->flags & IDEM_ROUTE_IDEMPOTENT)
+	if (rt->inbox != NULL)
+		idem_inbox_openapi_params(j, &app->cfg, rt);
+	else if (rt->flags & IDEM_ROUTE_IDEMPOTENT)
 		parameter(j, "Idempotency-Key", "header", key_pattern,
 		    key_doc, 2 + 2 * IDEM_KEY_MAX);
 	for (i = 0; rt->query != NULL && rt->query[i].name != NULL; i++)
@@ -701,6 +709,7 @@ x_idempotency(idem_json *j, const idem_app *app, const struct idem_route *rt)
 	size_t				 i, nexclude;
 
 	idem_cfg_route_limits(&app->cfg, rt->method, rt->pattern, &l);
+	l.ttl_ms = idem_inbox_ttl_ms(&app->cfg, rt, l.ttl_ms);
 	idem_json_key(j, "x-idempotency");
 	idem_json_object(j);
 	idem_json_key(j, "required");
@@ -740,7 +749,7 @@ operation(idem_json *j, const idem_app *app, const struct idem_route *rt)
 	idem_json_key(j, lower);
 	idem_json_object(j);
 	summary(j, app, rt);
-	operation_parameters(j, rt);
+	operation_parameters(j, app, rt);
 	if (rt->flags & IDEM_ROUTE_JSON) {
 		idem_json_key(j, "requestBody");
 		idem_json_object(j);

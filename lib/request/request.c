@@ -196,7 +196,8 @@ prepare_key(idem_req *req)
 	const char		*v;
 	enum idem_key_verdict	 kv;
 
-	if (req->route->flags & IDEM_ROUTE_IDEMPOTENT) {
+	if ((req->route->flags & IDEM_ROUTE_IDEMPOTENT) &&
+	    req->route->inbox == NULL) {
 		/* Raw: an oversized value is invalid, not missing. */
 		v = idem_fcgi_param(req->in, "HTTP_IDEMPOTENCY_KEY");
 		if (v == NULL) {
@@ -281,14 +282,21 @@ prepare(idem_req *req)
 	unsigned long long	 cl;
 
 	if (prepare_target(req) == -1 || prepare_length(req, &cl) == -1 ||
-	    prepare_route(req, cl) == -1 || prepare_auth(req) == -1 ||
-	    prepare_key(req) == -1)
+	    prepare_route(req, cl) == -1)
+		return -1;
+	/* A signed source's message: its signature before anything else. */
+	if (req->route->inbox != NULL && idem_inbox_receive(req) == -1)
+		return -1;
+	if (prepare_auth(req) == -1 || prepare_key(req) == -1)
 		return -1;
 	/* Declared query parameters: refused before the key is used. */
 	if (idem_req_query_check(req) == -1)
 		return -1;
-	if (req->route->flags & IDEM_ROUTE_JSON)
-		return prepare_json(req);
+	if ((req->route->flags & IDEM_ROUTE_JSON) && prepare_json(req) == -1)
+		return -1;
+	/* Its key: the source's tenant and the message's id. */
+	if (req->route->inbox != NULL && idem_inbox_claimant(req) == -1)
+		return -1;
 	return 0;
 }
 
@@ -344,7 +352,8 @@ idem_request_handle(idem_app *app, struct idem_fcgi *in,
 	if (prepare(&req) == 0) {
 		if (req.route->flags & IDEM_ROUTE_IDEMPOTENT) {
 			idem_idempotent_run(&req);
-			idem_auth_settle(&req);
+			if (req.route->inbox == NULL)
+				idem_auth_settle(&req);
 		} else
 			run_plain(&req);
 	} else if (req.route != NULL &&

@@ -39,6 +39,7 @@ idem_app_free(idem_app *app)
 	idem_app_problems_free(app);
 	free(app->listen);
 	idem_cfg_free(&app->cfg);
+	idem_inbox_routes_free(app);
 	pthread_mutex_destroy(&app->waiting_mu);
 	free(app->name);
 	free(app);

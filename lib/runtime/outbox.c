@@ -224,6 +224,14 @@ int
 idem_req_enqueue(idem_req *req, const char *type, const char *data,
     size_t len, char *id, size_t idlen)
 {
+	return idem_req_enqueue_tenant(req, req != NULL ? req->tenant : 0,
+	    type, data, len, id, idlen);
+}
+
+int
+idem_req_enqueue_tenant(idem_req *req, int64_t tenant, const char *type,
+    const char *data, size_t len, char *id, size_t idlen)
+{
 	char		 phase[IDEM_EVENT_TYPE_MAX + 100], key[41];
 	char		 evid[IDEM_EVENT_ID_MAX], *body;
 	char		 tp[IDEM_TRACEPARENT_LEN + 1];
@@ -264,7 +272,7 @@ idem_req_enqueue(idem_req *req, const char *type, const char *data,
 	}
 	a = idem_args_new();
 	idem_args_str(a, evid);
-	idem_args_tenant(a, req);
+	idem_args_int(a, tenant);
 	idem_args_str(a, type);
 	idem_args_str(a, body);
 	free(body);

@@ -144,8 +144,8 @@ class App:
     def request(self, secret, method, uri, body=b"", key=None, timeout=20,
                 headers=None):
         """Returns (status line, headers+body bytes); uri may end in a
-        query string.  headers: more CGI variables
-        ({"HTTP_TRACEPARENT": ...})."""
+        query string.  secret None: no Authorization; headers: more
+        request headers, by HTTP name ({"traceparent": ...})."""
         env = dict(os.environ)
         path, _, query = uri.partition("?")
         env.update({"REQUEST_METHOD": method, "REQUEST_URI": uri,
@@ -153,11 +153,13 @@ class App:
                     "QUERY_STRING": query,
                     "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "127.0.0.1",
                     "CONTENT_LENGTH": str(len(body)),
-                    "CONTENT_TYPE": "application/json",
-                    "HTTP_AUTHORIZATION": "Bearer " + secret})
+                    "CONTENT_TYPE": "application/json"})
+        if secret is not None:
+            env["HTTP_AUTHORIZATION"] = "Bearer " + secret
+        for name, value in (headers or {}).items():
+            env["HTTP_" + name.upper().replace("-", "_")] = value
         if key is not None:
             env["HTTP_IDEMPOTENCY_KEY"] = key
-        env.update(headers or {})
         try:
             p = subprocess.run(["cgi-fcgi", "-bind", "-connect", self.sock],
                                input=body, env=env, capture_output=True,

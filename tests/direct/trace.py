@@ -90,7 +90,7 @@ def main():
 
         def post(uri, doc, key, tp):
             return app.request(secret, "POST", uri, json.dumps(doc).encode(),
-                               key=key, headers={"HTTP_TRACEPARENT": tp})
+                               key=key, headers={"traceparent": tp})
 
         st, raw = post("/v1/webhook_endpoints", {
             "url": rcv.url, "events": ["payment.succeeded"]}, "ep-1",

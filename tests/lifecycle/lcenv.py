@@ -30,6 +30,8 @@ REQUEST_TIMEOUT_S = 2.0         # [server] request_timeout (statement_timeout:
                                 # 2 s, not 1, for a loaded machine; < lock_timeout)
 DEADLINE_S = 2.0                # [route "POST /v1/payments"] deadline
 POOL_SIZE = 3
+# [inbox "acquirer"]'s secret (tests/lifecycle/inbox.py signs with it)
+INBOX_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 DEFAULT = object()
 
@@ -175,6 +177,11 @@ def write_config(path, conninfo, appname, acquirer_url, evict_interval="1h",
         "interval = 100ms",
         "backoff = 200ms",
         "backoff_max = 1s",
+        "",
+        # the acquirer's signed events (tests/lifecycle/inbox.py)
+        '[inbox "acquirer"]',
+        "scheme = standard-webhooks",
+        "secret = %s" % INBOX_SECRET,
         "",
         '[route "POST /v1/payments"]',
         "ttl = 7d",
@@ -434,6 +441,8 @@ class Env:
                 ("f-apc", c["main"], "after:payment_created"),
                 ("f-bch", c["main"], "before:charged"),
                 ("f-ach", c["main"], "after:charged"),
+                # the answer held after the commit (inbox.py)
+                ("f-ast", c["main"], "stall-after:stored"),
                 ("j1", c["j1"], None), ("j2", c["j2"], None)]
         if not self.has("faults"):
             say("no fault injection in this build: the crash checks skip")

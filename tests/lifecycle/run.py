@@ -135,6 +135,7 @@ def main():
     import lease_stall  # noqa: F401 (and an owner whose heartbeat stalls)
     import completer  # noqa: F401 (and the completer's schedule)
     import webhooks  # noqa: F401 (and the outbox through a PG restart)
+    import inbox  # noqa: F401 (and a signed message through a PG restart)
     # The teardown check stops the fixtures: it goes last (a stable sort).
     harness.CHECKS.sort(key=lambda c: c[0].startswith("teardown:"))
 
