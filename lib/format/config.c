@@ -500,7 +500,6 @@ idem_cfg_free(struct idem_cfg *cfg)
 		free(r->exclude);
 		free(r);
 	}
-	idem_inbox_free(cfg->inboxes);
 	for (kv = cfg->app; kv != NULL; kv = kn) {
 		kn = kv->next;
 		free(kv->section);

@@ -113,6 +113,14 @@ idem_cfg_key_nth(size_t i, const char **section, const char **key)
 		*key = route_apart[i];
 		return 1;
 	}
+	/* An [inbox "NAME"] section's: inbox.c's, and tolerance
+	 * (config_ini.c's parse_inbox_key). */
+	if ((i -= 2) < 3) {
+		*section = "inbox";
+		*key = (const char *const[]){ "scheme", "secret",
+		    "tolerance" }[i];
+		return 1;
+	}
 	return 0;
 }
 

@@ -78,6 +78,8 @@ parser_takes(const char *section, const char *key, char *err, size_t len)
 	if (strcmp(section, "route") == 0)
 		snprintf(text, sizeof(text), "[route \"POST /x\"]\n%s = x\n",
 		    key);
+	else if (strcmp(section, "inbox") == 0)
+		snprintf(text, sizeof(text), "[inbox \"x\"]\n%s = x\n", key);
 	else
 		snprintf(text, sizeof(text), "[%s]\n%s = x\n", section, key);
 	idem_cfg_init(&cfg);
