@@ -152,6 +152,14 @@ def seed(db, name, ctl, conf):
     return out.strip().splitlines()[-1]
 
 
+def added_migrations(old, new, rel):
+    """The numbered migrations of directory REL (sql or
+    apps/payments/sql) of tree NEW that BASE's tree OLD does not have."""
+    had = set(os.listdir(os.path.join(old, rel)))
+    return [f for f in os.listdir(os.path.join(new, rel))
+            if f.endswith(".sql") and f not in had]
+
+
 def upgrade(db, args, tmp, base_ctl, ctl, new_dirs):
     old = old_tree(args.srcdir, os.path.join(tmp, "base"))
     if old is None:
@@ -168,9 +176,15 @@ def upgrade(db, args, tmp, base_ctl, ctl, new_dirs):
     seed(db, UPGRADE, ctl, conf)
     before = db.sql("SELECT count(*) FROM idempotency_keys", UPGRADE)
     rc, out = migrate(ctl, conf, *new_dirs)
-    ok(rc == 0 and "0 migrations applied from" in out,
-       "then this tree's migrate succeeds, no numbered migration to apply",
-       out)
+    # the numbered migrations this tree has and BASE's had not, no other
+    want = []
+    for rel, d in zip(("sql", "apps/payments/sql"), new_dirs):
+        n = len(added_migrations(old, args.srcdir, rel))
+        want.append("%d migration%s applied from %s" %
+                    (n, "" if n == 1 else "s", d))
+    ok(rc == 0 and all(w in out for w in want),
+       "then this tree's migrate succeeds, applying only the numbered "
+       "migrations added since %s" % BASE, (want, out))
     got, want = schema(db, UPGRADE), schema(db, FRESH)
     for k in SCHEMA:
         diff = sorted(set(got[k]) ^ set(want[k]))
