@@ -8,7 +8,13 @@
 -- LOCKED), and one it has taken and committed is seen with its new
 -- next_attempt_at, so an endpoint's later delivery is never taken while its
 -- head is in flight.  One statement for each mode, so that each keeps a
--- plan of its own; the rows are looked up by id (sql/013).
+-- plan of its own; the rows are looked up by id (sql/013).  Which index
+-- each statement may use is set by its conditions, not by statistics that
+-- may show the pending deliveries' indexes empty (sql/021): the walk over
+-- the endpoints states endpoint IS NOT NULL (idem_deliveries_endpoint),
+-- the heads are looked up by id alone ("state <> ALL", the same rows as
+-- state = 'pending'), and the take of due deliveries has
+-- idem_deliveries_due only.
 CREATE OR REPLACE FUNCTION idem_outbox_take(p_limit bigint,
     p_hold_ms bigint, p_ordered boolean)
 RETURNS TABLE (id bigint, event_id text, type text, body text, url text,
@@ -23,7 +29,7 @@ BEGIN
 	IF p_ordered THEN
 		WITH RECURSIVE heads AS (
 			(SELECT d.endpoint, d.id FROM idem_deliveries d
-			  WHERE d.state = 'pending'
+			  WHERE d.state = 'pending' AND d.endpoint IS NOT NULL
 			  ORDER BY d.endpoint, d.id LIMIT 1)
 			UNION ALL
 			SELECT n.endpoint, n.id FROM heads h,
@@ -33,7 +39,8 @@ BEGIN
 		SELECT array_agg(t.id) INTO v_due FROM (
 			SELECT d.id FROM idem_deliveries d
 			WHERE d.id = ANY (ARRAY(SELECT heads.id FROM heads))
-			  AND d.state = 'pending' AND d.next_attempt_at <= now()
+			  AND d.state <> ALL ('{delivered,dead}')
+			  AND d.next_attempt_at <= now()
 			ORDER BY d.next_attempt_at, d.id
 			LIMIT p_limit
 			FOR UPDATE OF d SKIP LOCKED) t;

@@ -4,9 +4,11 @@ whatever the backlog, on a database of its own (the batch-10 slice of
 docs/benchmark.md): with the statistics of idem_deliveries taken while the
 outbox was drained (its partial indexes on pending deliveries look empty
 to the planner) and then a backlog of BACKLOG pending deliveries,
+idem_outbox_take() walks idem_deliveries_due (or, ordered, each endpoint's
+head) instead of reading and sorting every pending delivery, and
 idem_outbox_delivered(), idem_outbox_failed() and idem_outbox_release()
-each find their delivery through the primary key and read a handful of
-buffers (auto_explain of the statements inside them), not the backlog.
+each find their delivery through the primary key: a handful of buffers
+each (auto_explain of the statements inside them), not the backlog.
 Prints TAP.  Usage:
   outbox_plans.py --builddir B --srcdir S --pghost SOCKDIR --pgport PORT
 """
@@ -38,6 +40,17 @@ def explained(d, call):
                        "BEGIN; SELECT %s; ROLLBACK" % call],
                        capture_output=True, text=True, check=True)
     return p.stderr
+
+
+def take_plan(log):
+    """The plan of idem_outbox_take()'s first statement (the due
+    deliveries, locked) in LOG, and the shared buffers it read."""
+    for plan in log.split("NOTICE:  duration:"):
+        if "SELECT array_agg(t.id)" not in plan:
+            continue
+        m = re.search(r"Buffers: shared hit=(\d+)(?: read=(\d+))?", plan)
+        return plan, int(m.group(1)) + int(m.group(2) or 0) if m else None
+    return log, None
 
 
 def update_plan(log):
@@ -94,6 +107,18 @@ def main():
                   "'HTTP 500', 1000, false)" % taken[1]),
                  ("idem_outbox_release", "idem_outbox_release(%s, 1)"
                   % taken[2])]
+        # the take: the due ones in order through idem_deliveries_due, or
+        # each endpoint's head through idem_deliveries_endpoint and then
+        # by id; never all of the backlog, sorted
+        for mode, index in (("false", "idem_deliveries_due"),
+                            ("true", "idem_deliveries_endpoint")):
+            plan, n = take_plan(explained(d, "count(*) FROM idem_outbox_take("
+                                          "10, 60000, %s)" % mode))
+            ok(index in plan and "Sort Method: quicksort  Memory: 1" not in
+               plan and n is not None and n <= MAX_BUFFERS * 3,
+               "idem_outbox_take(ordered = %s) finds due deliveries through "
+               "%s, %s buffers (<= %d) beside a backlog of %d"
+               % (mode, index, n, MAX_BUFFERS * 3, BACKLOG), plan)
         for fn, call in calls:
             plan, n = update_plan(explained(d, call))
             ok("Index Scan using idem_deliveries_pkey" in plan and
