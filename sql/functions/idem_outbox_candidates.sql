@@ -17,7 +17,8 @@ BEGIN
 	RETURN QUERY
 	WITH RECURSIVE eps AS (
 		(SELECT d.endpoint FROM idem_deliveries d
-		  WHERE d.state = 'pending' ORDER BY d.endpoint LIMIT 1)
+		  WHERE d.state = 'pending' AND d.endpoint IS NOT NULL
+		  ORDER BY d.endpoint LIMIT 1)
 		UNION ALL
 		SELECT n.endpoint FROM eps e,
 		  LATERAL (SELECT d.endpoint FROM idem_deliveries d

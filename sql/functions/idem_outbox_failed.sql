@@ -6,6 +6,10 @@
 -- now unless it was already (failing_since, sql/015).  Returns for how
 -- many milliseconds it has been failing, 0 from now; NULL when nothing
 -- was recorded or the endpoint is deleted or disabled.
+-- A delivery is found by its id with "state <> ALL ('{delivered,dead}')"
+-- rather than "state = 'pending'" (the same rows), so that the planner
+-- cannot read it through a partial index on pending deliveries that
+-- statistics taken while the outbox was drained show empty (sql/021).
 CREATE OR REPLACE FUNCTION idem_outbox_failed(p_id bigint,
     p_attempts integer, p_status integer, p_error text, p_delay_ms bigint,
     p_dead boolean)
@@ -17,7 +21,7 @@ LANGUAGE sql VOLATILE AS $$
 		    next_attempt_at = now() + p_delay_ms * interval '1 millisecond',
 		    state = CASE WHEN p_dead THEN 'dead' ELSE 'pending' END,
 		    ended_at = CASE WHEN p_dead THEN clock_timestamp() END
-		  WHERE d.id = p_id AND d.state = 'pending'
+		  WHERE d.id = p_id AND d.state <> ALL ('{delivered,dead}')
 		    AND d.attempts = p_attempts
 		  RETURNING d.endpoint),
 	w AS (

@@ -3,11 +3,16 @@
 
     cpusnap.py pg=PID app=PID[,PID...] web=PID[,PID...]
 
-Prints one line "pg=T app=T web=T busy=T total=T", T in clock ticks:
+Prints one line "pg=T app=T web=T kern=T steal=T busy=T total=T", T in
+clock ticks:
   pg     the postmaster PID, its live children, and what its exited
          children used (cutime + cstime: backends that ended meanwhile)
   app    the listed processes (all their threads)
   web    the listed processes
+  kern   the kernel's threads (kthreadd and its children: the disk's and
+         the network's work, the benchmark's own for the most part)
+  steal  time the hypervisor gave to others, from /proc/stat (no
+         process's; interrupts are charged to the process they interrupt)
   busy   all CPUs, from /proc/stat: everything but idle and iowait
   total  all CPUs, everything
 The difference of two snapshots is what a run cost.  A process that is
@@ -43,6 +48,17 @@ def pg_ticks(root):
     return total
 
 
+def kernel_ticks():
+    """CPU of kthreadd (pid 2) and of the kernel threads it started."""
+    total = 0
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            s = stat(int(d))
+            if s is not None and (int(d) == 2 or s[2] == 2):
+                total += s[0]
+    return total
+
+
 def pids_ticks(pids):
     total = 0
     for p in pids:
@@ -62,8 +78,11 @@ def main():
     out.append("pg=%d" % (pg_ticks(groups["pg"][0]) if groups["pg"] else 0))
     out.append("app=%d" % pids_ticks(groups["app"]))
     out.append("web=%d" % pids_ticks(groups["web"]))
+    out.append("kern=%d" % kernel_ticks())
     with open("/proc/stat") as f:
         cpu = [int(x) for x in f.readline().split()[1:]]
+    # steal: time no process of this machine is charged with
+    out.append("steal=%d" % (cpu[7] if len(cpu) > 7 else 0))
     idle = cpu[3] + (cpu[4] if len(cpu) > 4 else 0)
     # guest time is already included in user
     total = sum(cpu[:8])

@@ -152,6 +152,14 @@ def seed(db, name, ctl, conf):
     return out.strip().splitlines()[-1]
 
 
+def added_migrations(old, new, rel):
+    """The numbered migrations of directory REL (sql or
+    apps/payments/sql) of tree NEW that BASE's tree OLD does not have."""
+    had = set(os.listdir(os.path.join(old, rel)))
+    return [f for f in os.listdir(os.path.join(new, rel))
+            if f.endswith(".sql") and f not in had]
+
+
 def upgrade(db, args, tmp, base_ctl, ctl, new_dirs):
     old = old_tree(args.srcdir, os.path.join(tmp, "base"))
     if old is None:

@@ -3,7 +3,9 @@
 // document's textbook idempotent create (tests/bench/textbook.sql, the
 // same statements with parameters): BEGIN; SELECT ... FOR UPDATE; INSERT
 // the key in progress; INSERT the payment; UPDATE the key completed with
-// its response; COMMIT.  Six round trips, no authentication query (the
+// its response and INSERT the payment.succeeded event into idem_events
+// (the row idem's create writes too, sent together in one batch); COMMIT.
+// Seven statements in six round trips, no authentication query (the
 // secret is compared in memory and the tenant is given).  Not installed,
 // not part of the suite: the benchmark builds it into its temp dir.
 //
@@ -59,6 +61,10 @@ const (
 	sqlComplete = `UPDATE idempotency_keys SET state = 'completed', response_status = 201,
     response_headers = $1::jsonb, response_body = $2, locked_at = NULL
   WHERE id = $3`
+	// the same event row as idem's idem_outbox_enqueue() writes (the tenant
+	// has no webhook endpoint, so no delivery)
+	sqlEvent = `INSERT INTO idem_events (event_id, api_key_id, type, body)
+  VALUES ($1, $2, 'payment.succeeded', $3)`
 )
 
 const maxBody = 1 << 20
@@ -223,7 +229,22 @@ func (s *server) create(w http.ResponseWriter, r *http.Request) {
 	loc := "/v1/payments/" + out.ID
 	hdrs, _ := json.Marshal(map[string]string{
 		"Content-Type": "application/json", "Location": loc})
-	if _, err := tx.Exec(ctx, sqlComplete, string(hdrs), resp, id); err != nil {
+	evid := "evt_" + k
+	ev, _ := json.Marshal(map[string]interface{}{"id": evid,
+		"type": "payment.succeeded", "created": out.Created,
+		"data": json.RawMessage(resp)})
+	batch := &pgx.Batch{}
+	batch.Queue(sqlComplete, string(hdrs), resp, id)
+	batch.Queue(sqlEvent, evid, s.tenant, string(ev))
+	br := tx.SendBatch(ctx, batch)
+	_, err = br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		problem(w, http.StatusServiceUnavailable, "database: "+err.Error())
 		return
 	}
