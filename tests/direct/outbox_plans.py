@@ -4,8 +4,9 @@ whatever the backlog, on a database of its own (the batch-10 slice of
 docs/benchmark.md): with the statistics of idem_deliveries taken while the
 outbox was drained (its partial indexes on pending deliveries look empty
 to the planner) and then a backlog of BACKLOG pending deliveries,
-idem_outbox_take() walks idem_deliveries_due (or, ordered, each endpoint's
-head) instead of reading and sorting every pending delivery, and
+idem_outbox_candidates() walks the endpoints with pending deliveries and
+each one's next (idem_deliveries_endpoint, idem_deliveries_endpoint_due)
+instead of reading and sorting every pending delivery, and
 idem_outbox_delivered(), idem_outbox_failed() and idem_outbox_release()
 each find their delivery through the primary key: a handful of buffers
 each (auto_explain of the statements inside them), not the backlog.
@@ -21,9 +22,13 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import Db, api_key, conf_text, done, ok, run_args, write  # noqa: E402
+from direct import run_main, Db, api_key, conf_text, done, check, run_args, write  # noqa: E402
 
 BACKLOG = 20000
+# a dispatcher's take: the candidates (one per endpoint), then up to N
+# deliveries of each one's endpoint
+TAKE = ("SELECT id FROM idem_outbox_take(ARRAY(SELECT id FROM "
+        "idem_outbox_candidates(false, '{}', 0, 10)), 60000, %d)")
 # a lookup by primary key and the event's row: a few pages of each index
 MAX_BUFFERS = 40
 
@@ -43,10 +48,10 @@ def explained(d, call):
 
 
 def take_plan(log):
-    """The plan of idem_outbox_take()'s first statement (the due
-    deliveries, locked) in LOG, and the shared buffers it read."""
+    """The plan of idem_outbox_candidates()'s statement (each endpoint's
+    next due delivery) in LOG, and the shared buffers it read."""
     for plan in log.split("NOTICE:  duration:"):
-        if "SELECT array_agg(t.id)" not in plan:
+        if "WITH RECURSIVE eps" not in plan:
             continue
         m = re.search(r"Buffers: shared hit=(\d+)(?: read=(\d+))?", plan)
         return plan, int(m.group(1)) + int(m.group(2) or 0) if m else None
@@ -85,19 +90,18 @@ def main():
         # one event delivered, then the statistics of a drained outbox
         d.sql("SELECT idem_outbox_enqueue('evt_plans_0', %s, "
               "'payment.succeeded', '{}')" % tenant)
-        first = d.sql("SELECT id FROM idem_outbox_take(10, 60000, false)")
+        first = d.sql(TAKE % 1)
         d.sql("SELECT idem_outbox_delivered(%s, 200)" % first)
         d.sql("VACUUM ANALYZE idem_deliveries")
-        ok(d.sql("SELECT c.reltuples FROM pg_class c WHERE c.relname = "
+        check.expect(d.sql("SELECT c.reltuples FROM pg_class c WHERE c.relname = "
                  "'idem_deliveries_endpoint'") == "0",
            "the partial index on pending deliveries is empty in the "
            "statistics")
         d.sql("SELECT idem_outbox_enqueue('evt_plans_' || g, %s, "
               "'payment.succeeded', '{}') FROM generate_series(1, %d) g"
               % (tenant, BACKLOG))
-        taken = d.sql("SELECT id FROM idem_outbox_take(3, 60000, false) "
-                      "ORDER BY id").split()
-        ok(len(taken) == 3 and d.sql("SELECT count(*) FROM idem_deliveries "
+        taken = d.sql(TAKE % 3 + " ORDER BY id").split()
+        check.expect(len(taken) == 3 and d.sql("SELECT count(*) FROM idem_deliveries "
                                      "WHERE state = 'pending'") ==
            str(BACKLOG), "a backlog of %d pending deliveries, 3 taken"
            % BACKLOG, taken)
@@ -107,21 +111,21 @@ def main():
                   "'HTTP 500', 1000, false)" % taken[1]),
                  ("idem_outbox_release", "idem_outbox_release(%s, 1)"
                   % taken[2])]
-        # the take: the due ones in order through idem_deliveries_due, or
-        # each endpoint's head through idem_deliveries_endpoint and then
-        # by id; never all of the backlog, sorted
-        for mode, index in (("false", "idem_deliveries_due"),
+        # the candidates: each endpoint's next due delivery, or its head,
+        # through the endpoint's indexes; never all of the backlog, sorted
+        for mode, index in (("false", "idem_deliveries_endpoint_due"),
                             ("true", "idem_deliveries_endpoint")):
-            plan, n = take_plan(explained(d, "count(*) FROM idem_outbox_take("
-                                          "10, 60000, %s)" % mode))
-            ok(index in plan and "Sort Method: quicksort  Memory: 1" not in
+            plan, n = take_plan(explained(d, "count(*) FROM "
+                                          "idem_outbox_candidates(%s, "
+                                          "'{}', 0, 10)" % mode))
+            check.expect(index in plan and "Sort Method: quicksort  Memory: 1" not in
                plan and n is not None and n <= MAX_BUFFERS * 3,
-               "idem_outbox_take(ordered = %s) finds due deliveries through "
+               "idem_outbox_candidates(ordered = %s) finds due deliveries through "
                "%s, %s buffers (<= %d) beside a backlog of %d"
                % (mode, index, n, MAX_BUFFERS * 3, BACKLOG), plan)
         for fn, call in calls:
             plan, n = update_plan(explained(d, call))
-            ok("Index Scan using idem_deliveries_pkey" in plan and
+            check.expect("Index Scan using idem_deliveries_pkey" in plan and
                n is not None and n <= MAX_BUFFERS,
                "%s() finds its delivery by the primary key, %s buffers "
                "(<= %d) beside a backlog of %d" % (fn, n, MAX_BUFFERS,

@@ -24,7 +24,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import Db, api_key, conf_text, done, ok, run_args, write  # noqa: E402
+from direct import run_main, Db, api_key, conf_text, done, check, run_args, write  # noqa: E402
 
 FPR = "'\\x%s'::bytea" % ("ab" * 32)
 
@@ -75,7 +75,7 @@ def main():
         for what, q in (("a key record", key_row(nobody, "k-orphan")),
                         ("an event", event_row(nobody, "evt_orphan")),
                         ("a payment", payment_row(nobody, "pay_orphan"))):
-            ok(sqlstate(d, q) == "23503", "%s of no API key is refused "
+            check.expect(sqlstate(d, q) == "23503", "%s of no API key is refused "
                "(foreign_key_violation)" % what, sqlstate(d, q))
         d.sql(key_row(tenant, "k-1") + "; " + event_row(tenant, "evt_1") +
               "; " + payment_row(tenant, "pay_1"))
@@ -84,9 +84,9 @@ def main():
                              ("payments", "id = 'pay_1'")):
             st = sqlstate(d, "UPDATE %s SET api_key_id = %s WHERE %s"
                           % (table, nobody, where))
-            ok(st == "23503", "%s: an update to no API key is refused"
+            check.expect(st == "23503", "%s: an update to no API key is refused"
                % table, st)
-        ok(d.sql("SELECT count(*) FROM idempotency_keys k JOIN idem_events e "
+        check.expect(d.sql("SELECT count(*) FROM idempotency_keys k JOIN idem_events e "
                  "USING (api_key_id) JOIN payments p USING (api_key_id) "
                  "WHERE api_key_id = %s" % tenant) == "1",
            "the rows of an API key that exists are written")
@@ -103,7 +103,7 @@ def main():
         st = sqlstate(d, "SET lock_timeout = '1s'; BEGIN; SELECT id FROM "
                          "api_keys WHERE id = %s FOR UPDATE NOWAIT; ROLLBACK"
                       % tenant)
-        ok(written == "written" and st is None, "a create's rows, not yet "
+        check.expect(written == "written" and st is None, "a create's rows, not yet "
            "committed, leave the API key's row unlocked (FOR UPDATE NOWAIT "
            "from another session)", (written, st))
         try:
@@ -113,7 +113,7 @@ def main():
             pass
         holder.wait(timeout=10)
         holder = None
-        ok(d.sql("SELECT count(*) FROM idempotency_keys") == "2",
+        check.expect(d.sql("SELECT count(*) FROM idempotency_keys") == "2",
            "that create commits")
         # --- 3. an API key cannot go away ------------------------------
         for what, q in (("DELETE", "DELETE FROM api_keys WHERE id = %s"
@@ -121,12 +121,12 @@ def main():
                         ("TRUNCATE", "TRUNCATE api_keys CASCADE"),
                         ("a new id", "UPDATE api_keys SET id = %s WHERE "
                          "id = %s" % (nobody, tenant))):
-            ok(sqlstate(d, q) == "23001", "%s of api_keys is refused "
+            check.expect(sqlstate(d, q) == "23001", "%s of api_keys is refused "
                "(restrict_violation)" % what, sqlstate(d, q))
-        ok(d.sql("SELECT count(*) FROM api_keys WHERE id = %s" % tenant) ==
+        check.expect(d.sql("SELECT count(*) FROM api_keys WHERE id = %s" % tenant) ==
            "1" and d.sql("SELECT count(*) FROM idempotency_keys") == "2",
            "the API key and its rows are still there")
-        ok(sqlstate(d, "UPDATE api_keys SET revoked_at = now() WHERE "
+        check.expect(sqlstate(d, "UPDATE api_keys SET revoked_at = now() WHERE "
                        "id = %s" % tenant) is None and
            d.sql("SELECT revoked_at IS NOT NULL FROM api_keys WHERE id = %s"
                  % tenant) == "t", "revoking an API key still works")
