@@ -27,7 +27,7 @@
 -- result: the old ones are dropped here, the new ones defined in
 -- sql/functions/, applied by idemctl migrate after the migrations.
 CREATE INDEX idem_deliveries_endpoint_due ON idem_deliveries
-	(endpoint, next_attempt_at, id) WHERE state = 'pending';
+	(endpoint, next_attempt_at, id) WHERE state = 'pending' AND endpoint IS NOT NULL;
 
 DROP FUNCTION IF EXISTS idem_outbox_take(bigint, bigint, boolean);
 DROP FUNCTION IF EXISTS idem_outbox_failed(bigint, integer, integer, text,
