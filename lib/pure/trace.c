@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config.h"	/* configure's switches: rebuilt when they change */
 #include "trace.h"
 
 /* n lowercase hex digits at p: 1 (*zero set when all are '0'), or 0. */

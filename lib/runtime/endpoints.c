@@ -393,6 +393,14 @@ idem_app_webhook_routes(idem_app *app, const char *path)
 	    path[0] != '/' || strlen(path) > ENDPOINTS_PATH_MAX)
 		return -1;
 	d = &app->endpoints;
+	/* The library's own event, subscribable like the application's
+	 * (the dispatcher announces a disabled endpoint with it; its data:
+	 * the endpoint as GET shows it, filled in by decls_fill()). */
+	if (idem_app_webhook(app, IDEM_EV_ENDPOINT_DISABLED, "A webhook "
+	    "endpoint of the tenant was disabled: it answered 410 Gone, or "
+	    "every attempt failed for [webhooks] disable_after", &d->item_body)
+	    == -1)
+		return -1;
 	decls_fill(app, d);
 	resp[0] = d->created;
 	resp[1] = d->page;

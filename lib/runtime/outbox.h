@@ -29,6 +29,11 @@ enum idem_url_verdict idem_url_verdict(const char *url);
 /* A sentence for the problem's detail ("must be an http or https URL"). */
 const char	*idem_url_reason(enum idem_url_verdict v);
 
+/* The event the dispatcher announces a disabled endpoint with
+ * (sql/functions/idem_outbox_disable.sql), declared by
+ * idem_app_webhook_routes() so that a tenant can subscribe to it. */
+#define IDEM_EV_ENDPOINT_DISABLED	"webhook_endpoint.disabled"
+
 /* An event type: 1 to IDEM_EVENT_TYPE_MAX of IDEM_EVENT_TYPE_CHARS (what
  * idem_req_enqueue() sends and idem_app_webhook() declares alike). */
 #define IDEM_EVENT_TYPE_MAX	128

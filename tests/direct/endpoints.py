@@ -368,6 +368,12 @@ def check_openapi(run):
         create.get("responses", {}).get("422", {})),
        "/openapi.json: the six operations; the create's 422 names "
        "webhook-endpoint-limit", sorted(ops))
+    check.expect("webhook_endpoint.disabled" in doc.get("webhooks", {}) and
+                 '"webhook_endpoint.disabled"' in json.dumps(
+                     create.get("requestBody", {})),
+                 "/openapi.json: webhook_endpoint.disabled is a webhook a "
+                 "tenant may subscribe to (among the create's events)",
+                 sorted(doc.get("webhooks", {})))
 
 
 def main():

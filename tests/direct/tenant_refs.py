@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tenant_refs.py - the key records, events and payments refer to their
 API key without locking its row (sql/020_idem_tenant_refs.sql,
-apps/payments/sql/004_payments_tenant_ref.sql), and the reference holds as
+apps/payments/sql/005_payments_tenant_ref.sql), and the reference holds as
 the foreign keys made it hold, on a database of its own:
  1. a row of idempotency_keys, idem_events or payments whose api_key_id
     names no API key is refused (foreign_key_violation), on INSERT and on

@@ -26,8 +26,9 @@ from webhook_receiver import Receiver, verify  # noqa: E402
 PAY = "/v1/payments"
 EP = "/v1/webhook_endpoints"
 ALL = ["payment.succeeded", "payment.failed", "refund.created"]
-# What the sample declares: also the acquirer's dispute (disputes.c)
-DECLARED = ALL + ["payment.disputed"]
+# What the sample declares: also the acquirer's dispute (disputes.c), and
+# the library's own announcement of a disabled endpoint
+DECLARED = ALL + ["payment.disputed", "webhook_endpoint.disabled"]
 # Commit to delivery is well under a second here; under a wrapper
 # (valgrind) everything is many times slower.
 DEADLINE = 30 if not os.environ.get("IDEM_APP_WRAPPER") else 120
@@ -423,7 +424,8 @@ def _(t):
 
 
 @check("webhooks: /openapi.json lists payment.succeeded, payment.failed, "
-       "refund.created and payment.disputed under webhooks, each data the "
+       "refund.created, payment.disputed and webhook_endpoint.disabled "
+       "under webhooks, each data the "
        "object's schema")
 def _(t):
     doc = t.get("/openapi.json").json_or_fail()

@@ -1,4 +1,4 @@
--- 004_payments_tenant_ref.sql: a payment refers to its API key as the
+-- 005_payments_tenant_ref.sql: a payment refers to its API key as the
 -- library's key records and events do (sql/020_idem_tenant_refs.sql):
 -- checked when written (idem_tenant_exists()), without the row lock of a
 -- foreign key, which every create of a tenant took on the same api_keys
