@@ -30,6 +30,7 @@
 
 #include "idem_test.h"
 #include "idem_test_private.h"
+#include "idem_test_internal.h"
 
 #define FCGI_BEGIN_REQUEST	1
 #define FCGI_END_REQUEST	3
@@ -93,18 +94,6 @@ tb_add(struct tbuf *b, const void *p, size_t n)
 	b->p[b->len] = '\0';
 }
 
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list	ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* The configuration as the program's -c would load it. */
 static int
 init_with(idem_app *app, const char *config)
@@ -143,7 +132,7 @@ own_key(struct idem_test *t, const char *config, char *err, size_t errlen)
 	    nkeys++);
 	if (idem_api_key_create(db, name, t->secret, sizeof(t->secret),
 	    &t->tenant) != 0) {
-		seterr(err, errlen, "cannot create an API key: %s "
+		idem_test_seterr(err, errlen, "cannot create an API key: %s "
 		    "(is the schema migrated?)", PQerrorMessage(db));
 		PQfinish(db);
 		return -1;
@@ -158,23 +147,23 @@ idem_test_new(idem_app *app, const char *config, char *err, size_t errlen)
 	struct idem_test	*t;
 
 	if (app == NULL) {
-		seterr(err, errlen, "no application");
+		idem_test_seterr(err, errlen, "no application");
 		return NULL;
 	}
 	if ((t = calloc(1, sizeof(*t))) == NULL) {
-		seterr(err, errlen, "out of memory");
+		idem_test_seterr(err, errlen, "out of memory");
 		return NULL;
 	}
 	t->app = app;
 	if (init_with(app, config) != 0) {
-		seterr(err, errlen, "%s: the configuration is refused (the "
+		idem_test_seterr(err, errlen, "%s: the configuration is refused (the "
 		    "reason is on stderr)", config ? config : "(none)");
 		goto fail;
 	}
 	/* What idem_app_run() does before it listens: the framework's
 	 * routes, the routes' checks, the pool, the metrics. */
 	if (idem_app_prepare(app) != 0) {
-		seterr(err, errlen, "the application cannot be prepared "
+		idem_test_seterr(err, errlen, "the application cannot be prepared "
 		    "(the reason is on stderr)");
 		goto fail;
 	}
@@ -182,7 +171,7 @@ idem_test_new(idem_app *app, const char *config, char *err, size_t errlen)
 		goto fail;
 	snprintf(t->auth, sizeof(t->auth), "Bearer %s", t->secret);
 	if (config != NULL && (t->config = strdup(config)) == NULL) {
-		seterr(err, errlen, "out of memory");
+		idem_test_seterr(err, errlen, "out of memory");
 		goto fail;
 	}
 	return t;
@@ -311,7 +300,7 @@ encode(struct idem_test *t, const char *method, const char *path,
 	put_param(&p, "CONTENT_LENGTH", len, strlen(len));
 	for (i = 0; headers != NULL && headers[i] != NULL; i++) {
 		if (cgi_name(headers[i], name, sizeof(name), &v) == -1) {
-			seterr(t->err, sizeof(t->err), "not a header line: "
+			idem_test_seterr(t->err, sizeof(t->err), "not a header line: "
 			    "\"%s\"", headers[i]);
 			free(p.p);
 			return -1;
@@ -340,7 +329,7 @@ encode(struct idem_test *t, const char *method, const char *path,
 	put_record(out, FCGI_STDIN, "", 0);
 	free(p.p);
 	if (p.oom || out->oom) {
-		seterr(t->err, sizeof(t->err), "out of memory");
+		idem_test_seterr(t->err, sizeof(t->err), "out of memory");
 		return -1;
 	}
 	return 0;
@@ -483,14 +472,14 @@ idem_test_request(struct idem_test *t, const char *method, const char *path,
 	*resp = NULL;
 	t->err[0] = '\0';
 	if (method == NULL || path == NULL || path[0] != '/') {
-		seterr(t->err, sizeof(t->err), "a method and a path "
+		idem_test_seterr(t->err, sizeof(t->err), "a method and a path "
 		    "starting with / are needed");
 		return -1;
 	}
 	if (encode(t, method, path, headers, body, &in) == -1)
 		return -1;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == -1) {
-		seterr(t->err, sizeof(t->err), "socketpair: %s",
+		idem_test_seterr(t->err, sizeof(t->err), "socketpair: %s",
 		    strerror(errno));
 		free(in.p);
 		return -1;
@@ -499,7 +488,7 @@ idem_test_request(struct idem_test *t, const char *method, const char *path,
 	c.fd = sv[0];
 	c.in = &in;
 	if (pthread_create(&th, NULL, client, &c) != 0) {
-		seterr(t->err, sizeof(t->err), "cannot start a thread");
+		idem_test_seterr(t->err, sizeof(t->err), "cannot start a thread");
 		close(sv[0]);
 		close(sv[1]);
 		free(in.p);
@@ -513,12 +502,12 @@ idem_test_request(struct idem_test *t, const char *method, const char *path,
 	close(sv[0]);
 	free(in.p);
 	if (c.out.oom)
-		seterr(t->err, sizeof(t->err), "out of memory");
+		idem_test_seterr(t->err, sizeof(t->err), "out of memory");
 	else if (!c.ended)
-		seterr(t->err, sizeof(t->err), "the application closed the "
+		idem_test_seterr(t->err, sizeof(t->err), "the application closed the "
 		    "connection without an answer (the reason is on stderr)");
 	else if ((*resp = parse(&c.out)) == NULL)
-		seterr(t->err, sizeof(t->err), "the answer is not CGI output "
+		idem_test_seterr(t->err, sizeof(t->err), "the answer is not CGI output "
 		    "with a Status line");
 	else
 		rc = 0;
@@ -644,7 +633,7 @@ idem_test_events(struct idem_test *t, struct idem_test_events **ev)
 	    sizeof(t->err))) == NULL)
 		return -1;
 	if ((e = calloc(1, sizeof(*e))) == NULL) {
-		seterr(t->err, sizeof(t->err), "out of memory");
+		idem_test_seterr(t->err, sizeof(t->err), "out of memory");
 		return -1;
 	}
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)t->tenant);
@@ -655,7 +644,7 @@ idem_test_events(struct idem_test *t, struct idem_test_events **ev)
 	    "WHERE e.api_key_id = $1 ORDER BY e.id, d.id", 1, NULL, vals,
 	    NULL, NULL, 0);
 	if (PQresultStatus(e->r) != PGRES_TUPLES_OK) {
-		seterr(t->err, sizeof(t->err), "the outbox: %s",
+		idem_test_seterr(t->err, sizeof(t->err), "the outbox: %s",
 		    PQerrorMessage(t->db));
 		idem_test_events_free(e);
 		return -1;
@@ -663,7 +652,7 @@ idem_test_events(struct idem_test *t, struct idem_test_events **ev)
 	if ((e->first = calloc((size_t)PQntuples(e->r) + 1, sizeof(int))) ==
 	    NULL || (e->ndel = calloc((size_t)PQntuples(e->r) + 1,
 	    sizeof(int))) == NULL) {
-		seterr(t->err, sizeof(t->err), "out of memory");
+		idem_test_seterr(t->err, sizeof(t->err), "out of memory");
 		idem_test_events_free(e);
 		return -1;
 	}
@@ -684,7 +673,7 @@ idem_test_deliver(struct idem_test *t, long max)
 
 	t->err[0] = '\0';
 	if (idem_deliver_run(t->app, max < 0 ? 0 : max, &c) != 0) {
-		seterr(t->err, sizeof(t->err), "deliver: the database is not "
+		idem_test_seterr(t->err, sizeof(t->err), "deliver: the database is not "
 		    "available");
 		return -1;
 	}

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "idem_test.h"
+#include "idem_test_internal.h"
 
 #define HEAD_MAX	(64 * 1024)		/* request line and headers */
 #define BODY_MAX	(16 * 1024 * 1024)	/* a request's body */
@@ -61,8 +62,8 @@ struct idem_test_http {
 	struct answer	 dflt;
 };
 
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
+void
+idem_test_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list	ap;
 
@@ -451,7 +452,7 @@ idem_test_http_new(char *err, size_t errlen)
 	socklen_t		 sl = sizeof(sin);
 
 	if ((s = calloc(1, sizeof(*s))) == NULL) {
-		seterr(err, errlen, "out of memory");
+		idem_test_seterr(err, errlen, "out of memory");
 		return NULL;
 	}
 	s->lfd = s->wake[0] = s->wake[1] = -1;
@@ -460,7 +461,7 @@ idem_test_http_new(char *err, size_t errlen)
 	if (answer_copy(&s->dflt, &(struct idem_test_http_answer){
 	    .status = 500, .headers = hdr,
 	    .body = "idem_test_http: no answer scripted\n" }) == -1) {
-		seterr(err, errlen, "out of memory");
+		idem_test_seterr(err, errlen, "out of memory");
 		goto fail;
 	}
 	memset(&sin, 0, sizeof(sin));
@@ -471,14 +472,14 @@ idem_test_http_new(char *err, size_t errlen)
 	    bind(s->lfd, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
 	    listen(s->lfd, 64) == -1 ||
 	    getsockname(s->lfd, (struct sockaddr *)&sin, &sl) == -1) {
-		seterr(err, errlen, "cannot listen on 127.0.0.1: %s",
+		idem_test_seterr(err, errlen, "cannot listen on 127.0.0.1: %s",
 		    strerror(errno));
 		goto fail;
 	}
 	snprintf(s->url, sizeof(s->url), "http://127.0.0.1:%u",
 	    (unsigned)ntohs(sin.sin_port));
 	if (pthread_create(&s->th, NULL, serve, s) != 0) {
-		seterr(err, errlen, "cannot start a thread");
+		idem_test_seterr(err, errlen, "cannot start a thread");
 		goto fail;
 	}
 	return s;
