@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -25,6 +26,9 @@ from harness import Failed, free_port, instrumented  # noqa: E402,F401
 N = 0
 FAILED = 0
 APPS = []       # every App started, stopped by run_main at the end
+# How long a condition of a delivery or a request may take to hold: well
+# under a second here, many times slower under a wrapper (valgrind).
+DEADLINE = 30 if not os.environ.get("IDEM_APP_WRAPPER") else 120
 
 
 class Check:
@@ -80,6 +84,16 @@ def missing(name, why):
     FAILED += 1 if failed else 0
     print(line.replace(" - ", " %d - " % N, 1))
     sys.stdout.flush()
+
+
+def scratch(a, name):
+    """A program's temporary directory and a database of its own
+    (idem_NAME_PID on a's cluster), created: (tmp, Db).  remove_tmp(tmp,
+    db) removes both."""
+    tmp = tempfile.mkdtemp(prefix="idem-%s." % name)
+    db = Db(a.pghost, a.pgport, "idem_%s_%d" % (name, os.getpid()))
+    db.sql("CREATE DATABASE %s" % db.name, db="postgres")
+    return tmp, db
 
 
 def remove_tmp(tmp, db=None):

@@ -43,14 +43,13 @@ TESTS = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(TESTS, "lib"))
 sys.dont_write_bytecode = True
-from direct import run_main, run_args  # noqa: E402
+from direct import run_main, run_args, DEADLINE  # noqa: E402
 from direct import App, Db, api_key, conf_text, done, check, wait_for, write  # noqa: E402
 from harness import Session, wait_until  # noqa: E402
 from webhook_receiver import Receiver, verify  # noqa: E402
 
 DB = "idem_endpoints"
 MAX = 5
-DEADLINE = 30 if not os.environ.get("IDEM_APP_WRAPPER") else 120
 PATH = "/v1/webhook_endpoints"
 EV = ["payment.succeeded"]
 CONF = ("[server]\nthreads = 8\n[webhooks]\nallow_private = on\n"

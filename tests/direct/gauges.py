@@ -12,12 +12,11 @@ Its own database in the suite's cluster.  Prints TAP.  Usage:
 
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import remove_tmp, run_args, run_main  # noqa: E402
-from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
+from direct import remove_tmp, scratch, run_args, run_main  # noqa: E402
+from direct import (App, api_key, conf_text, done, free_port,  # noqa: E402
                     gauge, check, scrape, wait_for, write)
 
 DEAD = 30000        # expired completed records, evicted at once
@@ -143,10 +142,8 @@ def run(d, mport, tenant):
 
 def main():
     a = run_args()
-    tmp = tempfile.mkdtemp(prefix="idem-gauges.")
-    name = "idem_gauges_%d" % os.getpid()
-    d = Db(a.pghost, a.pgport, name)
-    d.sql("CREATE DATABASE %s" % name, db="postgres")
+    tmp, d = scratch(a, "gauges")
+    name = d.name
     try:
         mport = free_port()
         conf = os.path.join(tmp, "app.ini")

@@ -18,11 +18,10 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_main, Db, api_key, conf_text, done, check, run_args, write  # noqa: E402
+from direct import run_main, remove_tmp, scratch, api_key, conf_text, done, check, run_args, write  # noqa: E402
 
 BACKLOG = 20000
 # a dispatcher's take: the candidates (one per endpoint), then up to N
@@ -73,10 +72,8 @@ def update_plan(log):
 
 def main():
     a = run_args()
-    tmp = tempfile.mkdtemp(prefix="outbox-plans-")
-    name = "outbox_plans_%d" % os.getpid()
-    d = Db(a.pghost, a.pgport, name)
-    d.sql("CREATE DATABASE %s" % name, db="postgres")
+    tmp, d = scratch(a, "outbox_plans")
+    name = d.name
     try:
         conf = os.path.join(tmp, "app.ini")
         write(conf, conf_text(a.pghost, a.pgport, name, ""))
@@ -131,7 +128,7 @@ def main():
                "(<= %d) beside a backlog of %d" % (fn, n, MAX_BUFFERS,
                                                    BACKLOG), plan)
     finally:
-        d.sql("DROP DATABASE IF EXISTS %s" % name, db="postgres")
+        remove_tmp(tmp, d)
     done()
 
 

@@ -18,13 +18,12 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import remove_tmp, run_args, run_main  # noqa: E402
-from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
+from direct import remove_tmp, scratch, run_args, run_main  # noqa: E402
+from direct import (App, api_key, conf_text, done, free_port,  # noqa: E402
                     gauge, check, scrape, wait_for, write)
 
 BODY = b'{"amount":250,"currency":"eur"}'
@@ -278,10 +277,8 @@ def paced_backlog_leaves_pool(a, tmp, d):
 
 def main():
     a = run_args()
-    tmp = tempfile.mkdtemp(prefix="idem-retention.")
-    name = "idem_retention_%d" % os.getpid()
-    d = Db(a.pghost, a.pgport, name)
-    d.sql("CREATE DATABASE %s" % name, db="postgres")
+    tmp, d = scratch(a, "retention")
+    name = d.name
     try:
         startup_checks(a, tmp, name)
         mport = free_port()

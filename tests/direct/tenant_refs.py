@@ -20,11 +20,10 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_main, Db, api_key, conf_text, done, check, run_args, write  # noqa: E402
+from direct import run_main, remove_tmp, scratch, api_key, conf_text, done, check, run_args, write  # noqa: E402
 
 FPR = "'\\x%s'::bytea" % ("ab" * 32)
 
@@ -59,10 +58,8 @@ def payment_row(tenant, pid):
 
 def main():
     a = run_args()
-    tmp = tempfile.mkdtemp(prefix="tenant-refs-")
-    name = "tenant_refs_%d" % os.getpid()
-    d = Db(a.pghost, a.pgport, name)
-    d.sql("CREATE DATABASE %s" % name, db="postgres")
+    tmp, d = scratch(a, "tenant_refs")
+    name = d.name
     holder = None
     try:
         conf = os.path.join(tmp, "app.ini")
@@ -136,7 +133,7 @@ def main():
         if holder is not None:
             holder.kill()
             holder.wait()
-        d.sql("DROP DATABASE IF EXISTS %s" % name, db="postgres")
+        remove_tmp(tmp, d)
     done()
 
 

@@ -31,13 +31,12 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(TESTS, "lib"))
 sys.path.insert(0, os.path.join(TESTS, "lifecycle"))
 sys.dont_write_bytecode = True
-from direct import run_main, run_args  # noqa: E402
+from direct import run_main, run_args, DEADLINE  # noqa: E402
 from direct import App, Db, api_key, conf_text, done, check, wait_for, write  # noqa: E402
 from lcenv import Simulator  # noqa: E402
 from webhook_receiver import Receiver  # noqa: E402
 
 DB = "idem_trace"
-DEADLINE = 30 if not os.environ.get("IDEM_APP_WRAPPER") else 120
 WEBHOOKS = "[webhooks]\nallow_private = on\ninterval = 100ms\n" \
     "backoff = 100ms\nbackoff_max = 500ms\ntimeout = 2s\n"
 TRACE = "0af7651916cd43dd8448eb211c80319c"

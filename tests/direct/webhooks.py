@@ -30,13 +30,12 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(TESTS, "lib"))
 sys.path.insert(0, os.path.join(TESTS, "lifecycle"))
 sys.dont_write_bytecode = True
-from direct import remove_tmp, run_args, run_main  # noqa: E402
+from direct import remove_tmp, run_args, run_main, DEADLINE  # noqa: E402
 from direct import App, Db, api_key, conf_text, done, check, wait_for, write  # noqa: E402
 from lcenv import Simulator  # noqa: E402
 from webhook_receiver import Receiver, verify  # noqa: E402
 
 DB = "idem_webhooks"
-DEADLINE = 30 if not os.environ.get("IDEM_APP_WRAPPER") else 120
 # The dispatcher's retries, small so that the checks take seconds.  The
 # kill -9 may land while the delivery is taken for an attempt: it is then
 # due again once the batch's hold lapses (batch x (timeout + 1 s) + 5 s),
