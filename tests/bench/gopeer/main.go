@@ -62,9 +62,10 @@ const (
     response_headers = $1::jsonb, response_body = $2, locked_at = NULL
   WHERE id = $3`
 	// the same event row as idem's idem_outbox_enqueue() writes (the tenant
-	// has no webhook endpoint, so no delivery)
-	sqlEvent = `INSERT INTO idem_events (event_id, api_key_id, type, body)
-  VALUES ($1, $2, 'payment.succeeded', $3)`
+	// has no webhook endpoint, so no delivery), with a W3C traceparent as
+	// idem stores the request's trace with each event
+	sqlEvent = `INSERT INTO idem_events (event_id, api_key_id, type, body, traceparent)
+  VALUES ($1, $2, 'payment.succeeded', $3, $4)`
 )
 
 const maxBody = 1 << 20
@@ -205,12 +206,12 @@ func (s *server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	var rnd [12]byte
+	var rnd [36]byte // the payment id's 12 bytes, the trace's 16 and its span's 8
 	if _, err := rand.Read(rnd[:]); err != nil {
 		problem(w, http.StatusInternalServerError, "no random bytes")
 		return
 	}
-	out := paymentOut{ID: "pay_" + hex.EncodeToString(rnd[:]), Object: "payment",
+	out := paymentOut{ID: "pay_" + hex.EncodeToString(rnd[:12]), Object: "payment",
 		Amount: *in.Amount, Currency: *in.Currency, Status: "succeeded",
 		Description: in.Description, Customer: in.Customer,
 		Metadata: in.Metadata, Created: time.Now().Unix()}
@@ -235,7 +236,8 @@ func (s *server) create(w http.ResponseWriter, r *http.Request) {
 		"data": json.RawMessage(resp)})
 	batch := &pgx.Batch{}
 	batch.Queue(sqlComplete, string(hdrs), resp, id)
-	batch.Queue(sqlEvent, evid, s.tenant, string(ev))
+	tp := "00-" + hex.EncodeToString(rnd[12:28]) + "-" + hex.EncodeToString(rnd[28:]) + "-01"
+	batch.Queue(sqlEvent, evid, s.tenant, string(ev), tp)
 	br := tx.SendBatch(ctx, batch)
 	_, err = br.Exec()
 	if err == nil {
