@@ -195,7 +195,7 @@ handle(FCGX_Request *rq)
 	const char	*cl = FCGX_GetParam("CONTENT_LENGTH", rq->envp);
 	char		 body[65536], err[128], lock[24], tenant[24], id[40];
 	char		 amount[24], created[24], hj[160], loc[80];
-	char		 evid[48], ev[1024];
+	char		 evid[48], ev[1024], tp[64];
 	unsigned char	 secret[32], fpr[32], lk[32], r16[12];
 	const unsigned char *out;
 	const char	*vals[11];
@@ -311,7 +311,8 @@ handle(FCGX_Request *rq)
 
 	/*
 	 * The payment.succeeded event, as the app enqueues it: an id derived
-	 * from the key and the fingerprint, the body around the response.
+	 * from the key and the fingerprint, the body around the response,
+	 * a W3C traceparent (the app stores the request's trace with it).
 	 */
 	{
 		unsigned char	ed[32];
@@ -323,6 +324,11 @@ handle(FCGX_Request *rq)
 		for (k = 0; k < 20; k++)
 			n += snprintf(evid + n, sizeof(evid) - (size_t)n,
 			    "%02x", ed[k]);
+		n = snprintf(tp, sizeof(tp), "00-");
+		for (k = 0; k < 24; k++)
+			n += snprintf(tp + n, sizeof(tp) - (size_t)n, "%s%02x",
+			    k == 16 ? "-" : "", ed[k]);
+		snprintf(tp + n, sizeof(tp) - (size_t)n, "-01");
 		snprintf(ev, sizeof(ev), "{\"id\":\"%s\",\"type\":"
 		    "\"payment.succeeded\",\"created\":%lld,\"data\":%.*s}",
 		    evid, now, (int)outlen, (const char *)out);
@@ -330,7 +336,8 @@ handle(FCGX_Request *rq)
 
 	/* Flight 2: the row, the event, the key record, COMMIT. */
 	{
-		const char *ev4[4] = { evid, tenant, "payment.succeeded", ev };
+		const char *ev5[5] = { evid, tenant, "payment.succeeded", ev,
+		    tp };
 		const char *iv[10] = { id, tenant, amount, cur, "succeeded",
 		    desc, cust, NULL, created, NULL };
 		const char *cv[10] = { tenant, key, method, path,
@@ -340,7 +347,7 @@ handle(FCGX_Request *rq)
 		int cf9[10] = { 0, 0, 0, 0, 1, 0, 0, 0, 1, 0 };
 
 		if (!PQsendQueryPrepared(db, "insert", 10, iv, NULL, NULL, 0) ||
-		    !PQsendQueryPrepared(db, "enqueue", 4, ev4, NULL, NULL,
+		    !PQsendQueryPrepared(db, "enqueue", 5, ev5, NULL, NULL,
 		    0) ||
 		    !PQsendQueryPrepared(db, "complete", 10, cv, cl9, cf9, 1) ||
 		    !PQsendQueryParams(db, "COMMIT", 0, NULL, NULL, NULL, NULL,
