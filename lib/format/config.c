@@ -125,12 +125,9 @@ static const struct cfg_key cfg_keys[] = {
 #define NKEYS	(sizeof(cfg_keys) / sizeof(cfg_keys[0]))
 
 static const char *const sect_names[] = {
-	[S_SERVER] = "server",
-	[S_DATABASE] = "database",
-	[S_IDEM] = "idempotency",
-	[S_METRICS] = "metrics",
-	[S_OPENAPI] = "openapi",
-	[S_WEBHOOKS] = "webhooks",
+	[S_SERVER] = "server", [S_DATABASE] = "database",
+	[S_IDEM] = "idempotency", [S_METRICS] = "metrics",
+	[S_OPENAPI] = "openapi", [S_WEBHOOKS] = "webhooks",
 	[S_ROUTE] = "route",
 };
 
