@@ -21,7 +21,7 @@ enum cfg_type {
 	T_LONG,		/* long, range */
 	T_SIZE,		/* size_t, range */
 	T_DUR,		/* long long milliseconds */
-	T_STR,		/* char * */
+	T_STR,		/* char * (and so up to T_URL: idem_cfg_free) */
 	T_CHOICE,	/* char *, one of choices ("a|b|c") */
 	T_ADDRS,	/* char *, comma-separated IP addresses */
 	T_URIBASE,	/* char *, a URI (reference) ending in '/' */
