@@ -145,31 +145,54 @@ idem_route_of(idem_app *app, const char *method, const char *pattern)
 	return NULL;
 }
 
-int
-idem_app_route_query(idem_app *app, const char *method, const char *pattern,
-    const struct idem_param *params)
+/*
+ * fn's declaration decl on the route method pattern: its query parameters
+ * (body 0), or its JSON body (body 1).  -1, the app refused the call,
+ * when an argument is missing, there are too many parameters, there is
+ * no such route, a body on a route that parses none, or it is declared
+ * already.
+ */
+static int
+route_declare(idem_app *app, const char *fn, const char *method,
+    const char *pattern, int body, const void *decl)
 {
+	const struct idem_param	*params = body ? NULL : decl;
 	struct idem_route	*rt;
 	size_t			 n;
 
 	if (app == NULL)
 		return -1;
-	if (method == NULL || pattern == NULL || params == NULL)
-		return idem_app_refuse(app, "idem_app_route_query: no method, "
-		    "pattern or parameters");
-	for (n = 0; params[n].name != NULL; n++)
+	if (method == NULL || pattern == NULL || decl == NULL)
+		return idem_app_refuse(app, "%s: no method, pattern or %s", fn,
+		    body ? "body" : "parameters");
+	for (n = 0; params != NULL && params[n].name != NULL; n++)
 		if (n == IDEM_PARAMS_MAX)
-			return idem_app_refuse(app, "idem_app_route_query(%.32s "
-			    "%.256s): more than %d parameters", method, pattern,
+			return idem_app_refuse(app, "%s(%.32s %.256s): more "
+			    "than %d parameters", fn, method, pattern,
 			    IDEM_PARAMS_MAX);
 	if ((rt = idem_route_of(app, method, pattern)) == NULL)
-		return idem_app_refuse(app, "idem_app_route_query(%.32s %.256s):"
-		    " no such route (idem_app_route() first)", method, pattern);
-	if (rt->query != NULL)
-		return idem_app_refuse(app, "idem_app_route_query(%.32s %.256s):"
-		    " declared already", method, pattern);
-	rt->query = params;
+		return idem_app_refuse(app, "%s(%.32s %.256s): no such route "
+		    "(idem_app_route() first)", fn, method, pattern);
+	if (body && !(rt->flags & IDEM_ROUTE_JSON))
+		return idem_app_refuse(app, "%s(%.32s %.256s): the route "
+		    "parses no JSON body (IDEM_ROUTE_JSON)", fn, method,
+		    pattern);
+	if ((body ? (const void *)rt->body : rt->query) != NULL)
+		return idem_app_refuse(app, "%s(%.32s %.256s): declared "
+		    "already", fn, method, pattern);
+	if (body)
+		rt->body = decl;
+	else
+		rt->query = params;
 	return 0;
+}
+
+int
+idem_app_route_query(idem_app *app, const char *method, const char *pattern,
+    const struct idem_param *params)
+{
+	return route_declare(app, "idem_app_route_query", method, pattern, 0,
+	    params);
 }
 
 int
@@ -196,25 +219,7 @@ int
 idem_app_route_body(idem_app *app, const char *method, const char *pattern,
     const struct idem_body *b)
 {
-	struct idem_route	*rt;
-
-	if (app == NULL)
-		return -1;
-	if (method == NULL || pattern == NULL || b == NULL)
-		return idem_app_refuse(app, "idem_app_route_body: no method, "
-		    "pattern or body");
-	if ((rt = idem_route_of(app, method, pattern)) == NULL)
-		return idem_app_refuse(app, "idem_app_route_body(%.32s %.256s): "
-		    "no such route (idem_app_route() first)", method, pattern);
-	if (!(rt->flags & IDEM_ROUTE_JSON))
-		return idem_app_refuse(app, "idem_app_route_body(%.32s %.256s): "
-		    "the route parses no JSON body (IDEM_ROUTE_JSON)", method,
-		    pattern);
-	if (rt->body != NULL)
-		return idem_app_refuse(app, "idem_app_route_body(%.32s %.256s): "
-		    "declared already", method, pattern);
-	rt->body = b;
-	return 0;
+	return route_declare(app, "idem_app_route_body", method, pattern, 1, b);
 }
 
 yajl_val

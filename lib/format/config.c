@@ -21,7 +21,7 @@ enum cfg_type {
 	T_LONG,		/* long, range */
 	T_SIZE,		/* size_t, range */
 	T_DUR,		/* long long milliseconds */
-	T_STR,		/* char * */
+	T_STR,		/* char * (and so up to T_URL: idem_cfg_free) */
 	T_CHOICE,	/* char *, one of choices ("a|b|c") */
 	T_ADDRS,	/* char *, comma-separated IP addresses */
 	T_URIBASE,	/* char *, a URI (reference) ending in '/' */
@@ -125,12 +125,9 @@ static const struct cfg_key cfg_keys[] = {
 #define NKEYS	(sizeof(cfg_keys) / sizeof(cfg_keys[0]))
 
 static const char *const sect_names[] = {
-	[S_SERVER] = "server",
-	[S_DATABASE] = "database",
-	[S_IDEM] = "idempotency",
-	[S_METRICS] = "metrics",
-	[S_OPENAPI] = "openapi",
-	[S_WEBHOOKS] = "webhooks",
+	[S_SERVER] = "server", [S_DATABASE] = "database",
+	[S_IDEM] = "idempotency", [S_METRICS] = "metrics",
+	[S_OPENAPI] = "openapi", [S_WEBHOOKS] = "webhooks",
 	[S_ROUTE] = "route",
 };
 
@@ -254,6 +251,21 @@ idem_cfg_allow_typed(struct idem_cfg *cfg, const char *section,
 }
 
 
+/* What a string value v of type must be if it is not; NULL if it is. */
+static const char *
+str_refusal(enum cfg_type type, const char *v)
+{
+	if (type == T_ADDRS && check_addrs(v) == -1)
+		return "a comma-separated list of IPv4/IPv6 addresses";
+	if (type == T_URIBASE && !uri_base_ok(v))
+		return "an absolute URI or a path starting with '/', ending in "
+		    "'/', without blanks, quotes, '<' or '>'";
+	if (type == T_URL && !url_ok(v))
+		return "an http:// or https:// URL or a path starting with '/', "
+		    "without blanks, quotes, '<' or '>'";
+	return NULL;
+}
+
 /* "name must be a, b or c" */
 static int
 choice_err(struct parse *ps, const struct cfg_key *k)
@@ -280,6 +292,7 @@ static int
 set_builtin(struct parse *ps, const struct cfg_key *k, const char *v)
 {
 	char		*base = (char *)ps->cfg + k->off;
+	const char	*why;
 	long long	 n, ms;
 	size_t		 sz;
 
@@ -321,7 +334,6 @@ set_builtin(struct parse *ps, const struct cfg_key *k, const char *v)
 		return 0;
 	case T_BOOL: {
 		union idem_cfg_value	 b;
-		const char		*why;
 
 		if (idem_cfg_value_parse(IDEM_CONFIG_BOOL, v, &b, &why) == -1)
 			return perr(ps, ps->line, "%s must be %s", k->name, why);
@@ -333,21 +345,10 @@ set_builtin(struct parse *ps, const struct cfg_key *k, const char *v)
 			return choice_err(ps, k);
 		break;
 	case T_ADDRS:
-		if (check_addrs(v) == -1)
-			return perr(ps, ps->line, "%s must be a comma-separated "
-			    "list of IPv4/IPv6 addresses", k->name);
-		break;
 	case T_URIBASE:
-		if (!uri_base_ok(v))
-			return perr(ps, ps->line, "%s must be an absolute URI or "
-			    "a path starting with '/', ending in '/', without "
-			    "blanks, quotes, '<' or '>'", k->name);
-		break;
 	case T_URL:
-		if (!url_ok(v))
-			return perr(ps, ps->line, "%s must be an http:// or "
-			    "https:// URL or a path starting with '/', without "
-			    "blanks, quotes, '<' or '>'", k->name);
+		if ((why = str_refusal(k->type, v)) != NULL)
+			return perr(ps, ps->line, "%s must be %s", k->name, why);
 		break;
 	case T_STR:
 		break;
@@ -476,19 +477,10 @@ idem_cfg_free(struct idem_cfg *cfg)
 
 	if (cfg == NULL)
 		return;
-	free(cfg->listen);
-	free(cfg->log_level);
-	free(cfg->prepared_statements);
-	free(cfg->problem_base);
-	free(cfg->openapi_server_url);
-	free(cfg->openapi_license);
-	free(cfg->conninfo);
-	free(cfg->metrics_allow);
-	free(cfg->metrics_listen);
-	free(cfg->allow);
-	free(cfg->socket_group);
-	free(cfg->metrics_socket_group);
-	free(cfg->metrics_allow_uid);
+	/* The strings the keys set (each member is one key's), the file. */
+	for (i = 0; i < NKEYS; i++)
+		if (cfg_keys[i].type >= T_STR && cfg_keys[i].type <= T_URL)
+			free(*(char **)(void *)((char *)cfg + cfg_keys[i].off));
 	free(cfg->file);
 	idem_inbox_free(cfg->inboxes);
 	for (r = cfg->routes; r != NULL; r = rn) {

@@ -104,21 +104,34 @@ idem_cfg_value_parse(enum idem_config_type type, const char *text,
 	return -1;
 }
 
+/* The decimal number at *sp, one digit or more, into *n, *sp past it; -1
+ * if there is no digit or the number exceeds max. */
+static int
+digits(const char **sp, long long max, long long *n)
+{
+	const char	*s = *sp;
+	int		 d;
+
+	if (!is_digit(*s))
+		return -1;
+	for (*n = 0; is_digit(*s); s++) {
+		d = *s - '0';
+		if (*n > (max - d) / 10)
+			return -1;
+		*n = *n * 10 + d;
+	}
+	*sp = s;
+	return 0;
+}
+
 int
 idem_parse_duration(const char *s, long long *ms)
 {
-	long long	 n = 0, mult;
-	int		 d;
+	long long	 n, mult;
 
-	if (s == NULL || ms == NULL || !is_digit(*s))
+	/* Stop at MS_MAX already: no unit makes a value smaller. */
+	if (s == NULL || ms == NULL || digits(&s, MS_MAX, &n) == -1)
 		return -1;
-	for (; is_digit(*s); s++) {
-		d = *s - '0';
-		/* Stop at MS_MAX already: no unit makes a value smaller. */
-		if (n > (MS_MAX - d) / 10)
-			return -1;
-		n = n * 10 + d;
-	}
 	if (*s == '\0' || strcmp(s, "s") == 0)
 		mult = MS_SECOND;
 	else if (strcmp(s, "ms") == 0)
@@ -176,17 +189,10 @@ idem_parse_size(const char *s, size_t *bytes)
 int
 parse_int(const char *s, long long min, long long max, long long *out)
 {
-	long long	 n = 0;
-	int		 d;
+	long long	 n;
 
-	if (!is_digit(*s))
+	if (digits(&s, LLONG_MAX, &n) == -1)
 		return -1;
-	for (; is_digit(*s); s++) {
-		d = *s - '0';
-		if (n > (LLONG_MAX - d) / 10)
-			return -1;
-		n = n * 10 + d;
-	}
 	if (*s != '\0' || n < min || n > max)
 		return -1;
 	*out = n;

@@ -183,26 +183,40 @@ idem_fcgi_pairs(const unsigned char *p, size_t n, struct idem_buf *out,
 	return IDEM_FCGI_REQUEST;
 }
 
+/* The value of the first pair named name, or NULL; with count, the
+ * number of such pairs in *count (without, it stops at the first). */
+static const char *
+pair_named(const struct idem_fcgi *f, const char *name, int *count)
+{
+	const char	*v = NULL;
+	size_t		 i;
+
+	if (count != NULL)
+		*count = 0;
+	for (i = 0; i < f->npairs; i++) {
+		if (strcmp(f->pairs[i].name, name) != 0)
+			continue;
+		if (v == NULL)
+			v = f->pairs[i].value;
+		if (count == NULL)
+			break;
+		(*count)++;
+	}
+	return v;
+}
+
 const char *
 idem_fcgi_param(const struct idem_fcgi *f, const char *name)
 {
-	size_t	i;
-
-	for (i = 0; i < f->npairs; i++)
-		if (strcmp(f->pairs[i].name, name) == 0)
-			return f->pairs[i].value;
-	return NULL;
+	return pair_named(f, name, NULL);
 }
 
 int
 idem_fcgi_param_count(const struct idem_fcgi *f, const char *name)
 {
-	size_t	i;
-	int	c = 0;
+	int	c;
 
-	for (i = 0; i < f->npairs; i++)
-		if (strcmp(f->pairs[i].name, name) == 0)
-			c++;
+	pair_named(f, name, &c);
 	return c;
 }
 

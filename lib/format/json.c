@@ -134,9 +134,8 @@ idem_json_new(void)
 void
 idem_json_free(idem_json *j)
 {
-	if (j == NULL)
-		return;
-	yajl_gen_free(j->g);
+	if (j != NULL)
+		yajl_gen_free(j->g);
 	free(j);
 }
 

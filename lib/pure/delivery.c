@@ -280,21 +280,13 @@ idem_endpoint_verdict(int status, long long failing_ms,
 {
 	if (status == 410)
 		return IDEM_ENDPOINT_GONE;
-	if (disable_after_ms > 0 && failing_ms >= disable_after_ms)
-		return IDEM_ENDPOINT_FAILING;
-	return IDEM_ENDPOINT_KEEP;
+	return disable_after_ms > 0 && failing_ms >= disable_after_ms ?
+	    IDEM_ENDPOINT_FAILING : IDEM_ENDPOINT_KEEP;
 }
 
 const char *
 idem_endpoint_verdict_name(enum idem_endpoint_verdict v)
 {
-	switch (v) {
-	case IDEM_ENDPOINT_GONE:
-		return "gone";
-	case IDEM_ENDPOINT_FAILING:
-		return "failing";
-	case IDEM_ENDPOINT_KEEP:
-		break;
-	}
-	return NULL;
+	return v == IDEM_ENDPOINT_GONE ? "gone" :
+	    v == IDEM_ENDPOINT_FAILING ? "failing" : NULL;
 }

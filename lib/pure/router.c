@@ -324,15 +324,14 @@ idem_params_free(struct idem_params *p)
 void
 idem_router_free(struct idem_router *r)
 {
-	size_t	 i;
+	struct idem_route	*rt;
 
 	if (r == NULL)
 		return;
-	for (i = 0; i < r->nroutes; i++) {
-		free(r->routes[i].method);
-		free(r->routes[i].pattern);
+	for (rt = r->routes; rt < r->routes + r->nroutes; rt++) {
+		free(rt->method);
+		free(rt->pattern);
 	}
 	free(r->routes);
-	r->routes = NULL;
-	r->nroutes = 0;
+	memset(r, 0, sizeof(*r));
 }

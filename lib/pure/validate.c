@@ -326,6 +326,14 @@ check_array(yajl_val v, const struct idem_member *m, const char *path,
 	return rc;
 }
 
+/* The types whose value has a check of its own. */
+static int (*const type_checks[])(yajl_val, const struct idem_member *,
+    const char *, char *, size_t) = {
+	[IDEM_T_INTEGER] = check_integer,
+	[IDEM_T_STRING] = check_string,
+	[IDEM_T_ARRAY] = check_array,
+};
+
 /* v (not NULL, not null) against m. */
 static int
 check_value(yajl_val v, const struct idem_member *m, const char *path,
@@ -335,11 +343,9 @@ check_value(yajl_val v, const struct idem_member *m, const char *path,
 
 	switch (m->type) {
 	case IDEM_T_INTEGER:
-		if (check_integer(v, m, path, why, whylen) == -1)
-			return -1;
-		break;
 	case IDEM_T_STRING:
-		if (check_string(v, m, path, why, whylen) == -1)
+	case IDEM_T_ARRAY:
+		if (type_checks[m->type](v, m, path, why, whylen) == -1)
 			return -1;
 		break;
 	case IDEM_T_BOOLEAN:
@@ -355,10 +361,6 @@ check_value(yajl_val v, const struct idem_member *m, const char *path,
 			    "members", m->min, m->max);
 		if (m->object != NULL &&
 		    check_object(v, m->object, path, why, whylen) == -1)
-			return -1;
-		break;
-	case IDEM_T_ARRAY:
-		if (check_array(v, m, path, why, whylen) == -1)
 			return -1;
 		break;
 	default:

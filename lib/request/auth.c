@@ -69,11 +69,10 @@ idem_authc_new(void)
 {
 	struct idem_authc	*c;
 
-	if ((c = calloc(1, sizeof(*c))) == NULL)
-		return NULL;
-	if (pthread_mutex_init(&c->mu, NULL) != 0) {
+	if ((c = calloc(1, sizeof(*c))) != NULL &&
+	    pthread_mutex_init(&c->mu, NULL) != 0) {
 		free(c);
-		return NULL;
+		c = NULL;
 	}
 	return c;
 }

@@ -268,10 +268,8 @@ topics_print(struct idem_buf *b, struct idem_metrics *m, const char *name,
 }
 
 static const char *const wait_labels[IDEM_WAIT__COUNT] = {
-	[IDEM_WAIT_REPLAYED] = "replayed",
-	[IDEM_WAIT_OTHER] = "other",
-	[IDEM_WAIT_TIMEOUT] = "timeout",
-	[IDEM_WAIT_REFUSED] = "refused",
+	[IDEM_WAIT_REPLAYED] = "replayed", [IDEM_WAIT_OTHER] = "other",
+	[IDEM_WAIT_TIMEOUT] = "timeout", [IDEM_WAIT_REFUSED] = "refused",
 	[IDEM_WAIT_REFUSED_TENANT] = "refused_tenant",
 	[IDEM_WAIT_REFUSED_WORKER] = "refused_worker",
 };

@@ -85,18 +85,12 @@ idem_args_member(idem_args *a, const idem_req *req, const char *name)
 
 	if (v == NULL)
 		return push(a, NULL, 1);
-	switch (v->type) {
-	case yajl_t_string:
-		return idem_args_str(a, v->u.string);
-	case yajl_t_number:
-		return idem_args_str(a, v->u.number.r);
-	case yajl_t_true:
-		return idem_args_str(a, "true");
-	case yajl_t_false:
-		return idem_args_str(a, "false");
-	default:
-		break;
-	}
+	/* A string, or a number's source digits; true or false: the word. */
+	if (YAJL_IS_STRING(v) || YAJL_IS_NUMBER(v))
+		return idem_args_str(a, YAJL_IS_STRING(v) ? v->u.string :
+		    v->u.number.r);
+	if (YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v))
+		return idem_args_str(a, YAJL_IS_TRUE(v) ? "true" : "false");
 	/* An object or array: its compact JSON, for a json/jsonb column. */
 	c = NULL;
 	if ((j = idem_json_new()) != NULL && idem_json_value(j, v) == 0 &&
