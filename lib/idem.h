@@ -321,6 +321,12 @@ int		 idem_req_qparam_bool(const idem_req *req, const char *name,
 /* Cursor pagination: 200 {"object": "list", "data", "has_more"} of the
  * first limit rows of r (query limit + 1).  0, or -1. */
 int		 idem_resp_list(idem_req *req, const PGresult *r, long limit);
+/* A page after cursor (NULL: the first): 422 when cursor_sql ($1 the
+ * cursor, $2 the tenant) finds no such what, else idem_resp_list() of
+ * page_sql ($1 the tenant, $2 the cursor, $3 limit + 1).  idem_resp_page(3). */
+int		 idem_resp_page(idem_req *req, const char *cursor_sql,
+		    const char *page_sql, const char *cursor, long limit,
+		    const char *what);
 
 /* --- the route in /openapi.json ----------------------------------------- */
 

@@ -333,40 +333,17 @@ int
 payments_list(idem_req *req, void *arg)
 {
 	const char	*after = idem_req_qparam(req, "starting_after");
-	long		 limit = (long)idem_req_qparam_int(req, "limit", 10);
-	idem_args	*a;
-	PGresult	*r;
-	int		 n, rc;
 
 	(void)arg;
 	if (after != NULL && !valid_id(after, "pay_"))
 		return idem_resp_problem(req, IDEM_P_VALIDATION,
 		    "starting_after must be a payment id");
-	if (after != NULL) {
-		a = idem_args_new();
-		idem_args_str(a, after);
-		idem_args_tenant(a, req);
-		if ((r = idem_req_exec(req, "SELECT 1 FROM payments WHERE id = "
-		    "$1 AND api_key_id = $2", a)) == NULL)
-			return -1;
-		n = PQntuples(r);
-		PQclear(r);
-		if (n == 0)
-			return idem_resp_problem(req, IDEM_P_VALIDATION,
-			    "starting_after: no such payment");
-	}
-	a = idem_args_new();
-	idem_args_tenant(a, req);
-	idem_args_str(a, after);
-	idem_args_int(a, limit + 1);
-	if ((r = idem_req_exec(req, "SELECT " PAYMENT_COLS " FROM payments "
-	    "WHERE api_key_id = $1 AND ($2::text IS NULL OR seq < (SELECT seq "
-	    "FROM payments WHERE id = $2 AND api_key_id = $1)) ORDER BY seq "
-	    "DESC LIMIT $3::int", a)) == NULL)
-		return -1;
-	rc = idem_resp_list(req, r, limit);
-	PQclear(r);
-	return rc;
+	return idem_resp_page(req, "SELECT 1 FROM payments WHERE id = $1 AND "
+	    "api_key_id = $2", "SELECT " PAYMENT_COLS " FROM payments WHERE "
+	    "api_key_id = $1 AND ($2::text IS NULL OR seq < (SELECT seq FROM "
+	    "payments WHERE id = $2 AND api_key_id = $1)) ORDER BY seq DESC "
+	    "LIMIT $3::int", after, (long)idem_req_qparam_int(req, "limit", 10),
+	    "payment");
 }
 
 int

@@ -41,16 +41,6 @@ req(struct idem_test *t, const char *method, const char *path,
 	return r;
 }
 
-static int
-is_problem(const struct idem_test_resp *r, int status, const char *type)
-{
-	const char	*ct = idem_test_header(r, "Content-Type");
-
-	return idem_test_status(r) == status && ct != NULL &&
-	    strcmp(ct, "application/problem+json") == 0 &&
-	    strstr(idem_test_body(r, NULL), type) != NULL;
-}
-
 int
 main(int argc, char *argv[])
 {
@@ -95,7 +85,7 @@ main(int argc, char *argv[])
 	idem_test_response_free(b);
 
 	b = req(t, "POST", "/v1/greetings", k1, "{\"name\": \"Bob\"}");
-	ok(is_problem(b, 422, "idempotency-key-reused"),
+	ok(idem_test_problem(b, 422, "idempotency-key-reused"),
 	    "the same key with another body -> 422 problem");
 	idem_test_response_free(b);
 
@@ -113,16 +103,16 @@ main(int argc, char *argv[])
 	a = req(t, "POST", "/v1/greetings",
 	    (const char *const[]){ "Idempotency-Key: greet-2", NULL },
 	    "{\"name\": \"\"}");
-	ok(is_problem(a, 400, "validation-error"), "an empty name -> 400 problem");
+	ok(idem_test_problem(a, 400, "validation-error"), "an empty name -> 400 problem");
 	idem_test_response_free(a);
 
 	a = req(t, "POST", "/v1/greetings", anon, "{\"name\": \"Ada\"}");
-	ok(is_problem(a, 401, "unauthorized"),
+	ok(idem_test_problem(a, 401, "unauthorized"),
 	    "no credentials -> 401 problem");
 	idem_test_response_free(a);
 
 	a = req(t, "GET", "/v1/nothing-here", NULL, NULL);
-	ok(is_problem(a, 404, "not-found"), "an unknown path -> 404 problem");
+	ok(idem_test_problem(a, 404, "not-found"), "an unknown path -> 404 problem");
 	idem_test_response_free(a);
 
 	idem_test_free(t);

@@ -267,24 +267,14 @@ static const struct idem_param list_params[] = {
 static int
 transfer_list(idem_req *req, void *arg)
 {
-	long		 limit = (long)idem_req_qparam_int(req, "limit", 10);
-	idem_args	*a = idem_args_new();
-	PGresult	*r;
-	int		 rc;
-
 	(void)arg;
-	idem_args_tenant(a, req);
-	idem_args_int(a, idem_req_qparam_int(req, "starting_after", 0));
-	idem_args_int(a, limit + 1);	/* one more: is there a next page? */
-	if ((r = idem_req_exec(req, "SELECT id, 'transfer' AS object, source "
-	    "AS \"from\", target AS \"to\", amount, memo, status FROM "
-	    "transfers WHERE api_key_id = $1 AND ($2::bigint = 0 OR id < "
-	    "$2::bigint) ORDER BY "
-	    "id DESC LIMIT $3::int", a)) == NULL)
-		return -1;
-	rc = idem_resp_list(req, r, limit);
-	PQclear(r);
-	return rc;
+	/* No cursor check: any id pages from there. */
+	return idem_resp_page(req, NULL, "SELECT id, 'transfer' AS object, "
+	    "source AS \"from\", target AS \"to\", amount, memo, status FROM "
+	    "transfers WHERE api_key_id = $1 AND ($2::bigint IS NULL OR id < "
+	    "$2::bigint) ORDER BY id DESC LIMIT $3::int",
+	    idem_req_qparam(req, "starting_after"),
+	    (long)idem_req_qparam_int(req, "limit", 10), "transfer");
 }
 
 static int

@@ -137,16 +137,6 @@ get(const char *path)
 }
 
 static int
-is_problem(const struct idem_test_resp *r, int status, const char *type)
-{
-	const char	*ct = idem_test_header(r, "Content-Type");
-
-	return idem_test_status(r) == status && ct != NULL &&
-	    strcmp(ct, "application/problem+json") == 0 &&
-	    strstr(idem_test_body(r, NULL), type) != NULL;
-}
-
-static int
 replayed(const struct idem_test_resp *r)
 {
 	const char	*v = idem_test_header(r, "Idempotent-Replayed");
@@ -184,7 +174,7 @@ app_conflict_checks(void)
 	body = idem_test_body(a, NULL);
 	link = idem_test_header(a, "Link");
 	inst = strstr(body, "\"instance\":\"");
-	ok(is_problem(a, 409, "\"type\":\"/problems/transfer-conflict\"") &&
+	ok(idem_test_problem(a, 409, "\"type\":\"/problems/transfer-conflict\"") &&
 	    idem_test_header(a, "Retry-After") == NULL &&
 	    idem_test_header(a, "Idempotency-Key-Expires") != NULL &&
 	    !replayed(a), "a stale expect_balance -> 409 transfer-conflict, "
@@ -294,13 +284,13 @@ check_transfers(void)
 
 	a = transfer("move-1", "{\"from\": \"alice\", \"to\": \"bob\", "
 	    "\"amount\": 31}");
-	ok(is_problem(a, 422, "idempotency-key-reused"),
+	ok(idem_test_problem(a, 422, "idempotency-key-reused"),
 	    "the same key with another amount -> 422 problem");
 	idem_test_response_free(a);
 
 	a = transfer("move-2", "{\"from\": \"alice\", \"to\": \"bob\", "
 	    "\"amount\": 0}");
-	ok(is_problem(a, 400, "validation-error") &&
+	ok(idem_test_problem(a, 400, "validation-error") &&
 	    strstr(idem_test_body(a, NULL), "/amount") != NULL,
 	    "amount 0 -> 400 problem naming /amount");
 	idem_test_response_free(a);
@@ -308,7 +298,7 @@ check_transfers(void)
 	/* A refusal the handler makes is stored like a success. */
 	a = transfer("move-3", "{\"from\": \"alice\", \"to\": \"bob\", "
 	    "\"amount\": 1000}");
-	ok(is_problem(a, 402, "payment-declined"),
+	ok(idem_test_problem(a, 402, "payment-declined"),
 	    "more than alice has -> 402 payment-declined");
 	b = transfer("move-3", "{\"from\": \"alice\", \"to\": \"bob\", "
 	    "\"amount\": 1000}");
@@ -345,7 +335,7 @@ check_fraud(void)
 	    .status = 200, .headers = json_type, .body = "{\"allow\":false}" });
 	a = transfer("move-4", "{\"from\": \"alice\", \"to\": \"mallory\", "
 	    "\"amount\": 5}");
-	ok(is_problem(a, 403, "transfer-refused") &&
+	ok(idem_test_problem(a, 403, "transfer-refused") &&
 	    strstr(idem_test_http_body(fraud, calls, NULL), "\"mallory\"") !=
 	    NULL, "a transfer the fraud check refuses -> 403 transfer-refused");
 	b = transfer("move-4", "{\"from\": \"alice\", \"to\": \"mallory\", "
@@ -362,7 +352,7 @@ check_fraud(void)
 	    .action = IDEM_TEST_HTTP_CLOSE });
 	a = transfer("move-5", move30);
 	snprintf(key1, sizeof(key1), "%s", fraud_last("Idempotency-Key"));
-	ok(is_problem(a, 503, "service-unavailable") && !replayed(a) &&
+	ok(idem_test_problem(a, 503, "service-unavailable") && !replayed(a) &&
 	    balance("alice") == 70,
 	    "the fraud service drops the call -> 503, no money moved");
 	idem_test_response_free(a);
@@ -460,7 +450,7 @@ check_list(void)
 	    "GET /v1/transfers?limit=1 -> the newest transfer, has_more");
 	idem_test_response_free(a);
 	a = get("/v1/transfers?limit=0");
-	ok(is_problem(a, 400, "validation-error") &&
+	ok(idem_test_problem(a, 400, "validation-error") &&
 	    strstr(idem_test_body(a, NULL), "\"parameter\":\"limit\"") != NULL,
 	    "GET /v1/transfers?limit=0 -> 400 naming the parameter");
 	idem_test_response_free(a);

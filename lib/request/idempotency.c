@@ -1175,7 +1175,9 @@ static enum claim_next
 claim_answer(idem_req *req, const PGresult *r,
     const struct idem_claim_row *row, long long sent, struct wait *w)
 {
-	switch (idem_claim_verdict(row, req->txn.phased)) {
+	enum idem_verdict	v = idem_claim_verdict(row, req->txn.phased);
+
+	switch (v) {
 	case IDEM_V_UNAUTHORIZED:
 		idem_resp_problem(req, IDEM_P_UNAUTHORIZED,
 		    "a valid 'Authorization: Bearer' API key is required");
@@ -1204,18 +1206,14 @@ claim_answer(idem_req *req, const PGresult *r,
 		req->outcome = IDEM_OUT_REUSED;
 		break;
 	case IDEM_V_RACED:
-		req->tenant = get_i64(r, C_TENANT);
-		if (wait_more(req, w))
-			return CLAIM_WAIT;
-		in_flight(req, "a request with this Idempotency-Key has just "
-		    "been processed; retry");
-		break;
 	case IDEM_V_IN_FLIGHT:
 		req->tenant = get_i64(r, C_TENANT);
 		if (wait_more(req, w))
 			return CLAIM_WAIT;
-		in_flight(req, "a request with this Idempotency-Key is being "
-		    "processed; retry later");
+		in_flight(req, v == IDEM_V_RACED ? "a request with this "
+		    "Idempotency-Key has just been processed; retry" : "a "
+		    "request with this Idempotency-Key is being processed; "
+		    "retry later");
 		break;
 	}
 	return CLAIM_ANSWERED;

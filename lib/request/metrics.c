@@ -319,6 +319,16 @@ hist_print(struct idem_buf *b, const char *name, const char *help,
 	    atomic_load(&h->count));
 }
 
+/* A figure without labels: its HELP, its TYPE (counter or gauge) and
+ * its value. */
+static void
+figure(struct idem_buf *b, const char *name, const char *type,
+    const char *help, unsigned long long v)
+{
+	idem_buf_addf(b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help,
+	    name, type, name, v);
+}
+
 /* Requests by route and outcome. */
 static void
 render_requests(idem_app *app, struct idem_metrics *m, struct idem_buf *b)
@@ -375,48 +385,44 @@ render_connections(idem_app *app, struct idem_metrics *m,
 	for (i = 0; i < IDEM_WAIT__COUNT; i++)
 		idem_buf_addf(b, "idem_prefer_waits_total{outcome=\"%s\"} "
 		    "%llu\n", wait_labels[i], atomic_load(&m->waits[i]));
-	idem_buf_addf(b, "# HELP idem_prefer_waiters Duplicates waiting now "
-	    "for the first request with their key (at most max_waiters).\n"
-	    "# TYPE idem_prefer_waiters gauge\nidem_prefer_waiters %d\n",
-	    atomic_load(&app->waiters));
+	figure(b, "idem_prefer_waiters", "gauge", "Duplicates waiting now for "
+	    "the first request with their key (at most max_waiters).",
+	    (unsigned long long)atomic_load(&app->waiters));
 	idem_buf_addf(b, "idem_connections_rejected_total{reason="
 	    "\"metrics_peer\"} %llu\n", atomic_load(&m->metrics_refused));
-	idem_buf_addf(b, "# HELP idem_buffered_bytes Bytes of request bodies "
-	    "being received and answers waiting for their peer, held now "
-	    "(at most [server] max_buffered).\n# TYPE idem_buffered_bytes "
-	    "gauge\nidem_buffered_bytes %zu\n", atomic_load(&app->buffered));
-	idem_buf_addf(b, "# HELP idem_bodies_refused_total Requests answered "
+	figure(b, "idem_buffered_bytes", "gauge", "Bytes of request bodies "
+	    "being received and answers waiting for their peer, held now (at "
+	    "most [server] max_buffered).", atomic_load(&app->buffered));
+	figure(b, "idem_bodies_refused_total", "counter", "Requests answered "
 	    "503 before their body because holding it would pass [server] "
-	    "max_buffered.\n# TYPE idem_bodies_refused_total counter\n"
-	    "idem_bodies_refused_total %llu\n",
-	    atomic_load(&m->bodies_refused));
+	    "max_buffered.", atomic_load(&m->bodies_refused));
 }
 
 /* What the janitor did to keys. */
 static void
 render_keys(struct idem_metrics *m, struct idem_buf *b)
 {
-	idem_buf_addf(b, "# HELP idem_keys_evicted_total Expired keys "
-	    "evicted by this process.\n# TYPE idem_keys_evicted_total counter\n"
-	    "idem_keys_evicted_total %llu\n", atomic_load(&m->evicted));
-	idem_buf_addf(b, "# HELP idem_keys_remembered_total Evicted keys of "
-	    "routes with remember whose trace this process kept.\n"
-	    "# TYPE idem_keys_remembered_total counter\n"
-	    "idem_keys_remembered_total %llu\n", atomic_load(&m->remembered));
-	idem_buf_addf(b, "# HELP idem_remembered_keys_evicted_total Traces "
-	    "of evicted keys forgotten by this process (their remember window "
-	    "passed).\n# TYPE idem_remembered_keys_evicted_total counter\n"
-	    "idem_remembered_keys_evicted_total %llu\n",
-	    atomic_load(&m->forgotten));
-	idem_buf_addf(b, "# HELP idem_stuck_keys_reclaimed_total Stuck "
-	    "in-progress keys reclaimed by this process.\n"
-	    "# TYPE idem_stuck_keys_reclaimed_total counter\n"
-	    "idem_stuck_keys_reclaimed_total %llu\n",
-	    atomic_load(&m->reclaimed));
-	idem_buf_addf(b, "# HELP idem_keys_completed_total Abandoned phased "
-	    "keys driven to completion by this process's completer.\n"
-	    "# TYPE idem_keys_completed_total counter\n"
-	    "idem_keys_completed_total %llu\n", atomic_load(&m->completed));
+	const struct {
+		const char	*name, *help;
+		atomic_ullong	*v;
+	} keys[] = {
+		{ "idem_keys_evicted_total", "Expired keys evicted by this "
+		  "process.", &m->evicted },
+		{ "idem_keys_remembered_total", "Evicted keys of routes with "
+		  "remember whose trace this process kept.", &m->remembered },
+		{ "idem_remembered_keys_evicted_total", "Traces of evicted keys "
+		  "forgotten by this process (their remember window passed).",
+		  &m->forgotten },
+		{ "idem_stuck_keys_reclaimed_total", "Stuck in-progress keys "
+		  "reclaimed by this process.", &m->reclaimed },
+		{ "idem_keys_completed_total", "Abandoned phased keys driven to "
+		  "completion by this process's completer.", &m->completed },
+	};
+	size_t	i;
+
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		figure(b, keys[i].name, "counter", keys[i].help,
+		    atomic_load(keys[i].v));
 }
 
 /* The heartbeat's leases and the janitor's runs. */
@@ -424,29 +430,26 @@ static void
 render_background(idem_app *app, struct idem_metrics *m,
     struct idem_buf *b)
 {
-	unsigned long long	 renewed, lost, hb_failed;
+	static const char *const hb[][2] = {
+		{ "idem_lease_renewals_total", "Leases renewed by this "
+		  "process's heartbeat." },
+		{ "idem_lease_renewal_failures_total", "Leases the heartbeat "
+		  "could not renew (database error, or no longer held)." },
+		{ "idem_heartbeat_renewals_failed_total", "Renewal attempts of "
+		  "the heartbeat that failed or had no answer within half an "
+		  "interval (cancelled, on a new session next)." } };
+	unsigned long long	 n[3];
+	size_t			 i;
 
 	/* Kept by the heartbeat itself (a lower layer), read here. */
-	idem_heartbeat_counts(app->heartbeat, &renewed, &lost, &hb_failed);
-	idem_buf_addf(b, "# HELP idem_lease_renewals_total Leases renewed "
-	    "by this process's heartbeat.\n"
-	    "# TYPE idem_lease_renewals_total counter\n"
-	    "idem_lease_renewals_total %llu\n", renewed);
-	idem_buf_addf(b, "# HELP idem_lease_renewal_failures_total Leases "
-	    "the heartbeat could not renew (database error, or no longer "
-	    "held).\n# TYPE idem_lease_renewal_failures_total counter\n"
-	    "idem_lease_renewal_failures_total %llu\n", lost);
-	idem_buf_addf(b, "# HELP idem_heartbeat_renewals_failed_total "
-	    "Renewal attempts of the heartbeat that failed or had no answer "
-	    "within half an interval (cancelled, on a new session next).\n"
-	    "# TYPE idem_heartbeat_renewals_failed_total counter\n"
-	    "idem_heartbeat_renewals_failed_total %llu\n", hb_failed);
-	idem_buf_addf(b, "# HELP idem_janitor_last_success_timestamp_seconds "
+	idem_heartbeat_counts(app->heartbeat, &n[0], &n[1], &n[2]);
+	for (i = 0; i < 3; i++)
+		figure(b, hb[i][0], "counter", hb[i][1], n[i]);
+	/* A Unix time, never negative. */
+	figure(b, "idem_janitor_last_success_timestamp_seconds", "gauge",
 	    "When this process's janitor last finished a run without a "
-	    "database error (0: never).\n"
-	    "# TYPE idem_janitor_last_success_timestamp_seconds gauge\n"
-	    "idem_janitor_last_success_timestamp_seconds %lld\n",
-	    atomic_load(&m->janitor_ok));
+	    "database error (0: never).",
+	    (unsigned long long)atomic_load(&m->janitor_ok));
 	idem_buf_addf(b, "# HELP idem_evict_interval_seconds The configured "
 	    "[idempotency] evict_interval.\n"
 	    "# TYPE idem_evict_interval_seconds gauge\n"
@@ -468,9 +471,8 @@ render_pool_events(idem_app *app, struct idem_metrics *m,
 	    "connections.\n# TYPE idem_pool_connections gauge\n"
 	    "idem_pool_connections{state=\"idle\"} %u\n"
 	    "idem_pool_connections{state=\"busy\"} %u\n", idle, busy);
-	idem_buf_addf(b, "# HELP idem_pool_size Connections the pool may "
-	    "open ([database] pool_size).\n# TYPE idem_pool_size gauge\n"
-	    "idem_pool_size %u\n", app->cfg.pool_size);
+	figure(b, "idem_pool_size", "gauge", "Connections the pool may open "
+	    "([database] pool_size).", app->cfg.pool_size);
 	hist_print(b, "idem_pool_wait_seconds", "Time waited for a pool "
 	    "connection.", &m->pool_wait);
 	hist_print(b, "idem_request_duration_seconds", "Request duration.",
@@ -486,10 +488,8 @@ render_pool_events(idem_app *app, struct idem_metrics *m,
 	    "type.", IDEM_EV_DEAD);
 	hist_print(b, "idem_event_delivery_seconds", "From an event's commit "
 	    "to its endpoint's 2xx answer.", &m->event_latency);
-	idem_buf_addf(b, "# HELP idem_events_evicted_total Delivered and dead "
-	    "events evicted after [webhooks] retention by this process.\n"
-	    "# TYPE idem_events_evicted_total counter\n"
-	    "idem_events_evicted_total %llu\n",
+	figure(b, "idem_events_evicted_total", "counter", "Delivered and dead "
+	    "events evicted after [webhooks] retention by this process.",
 	    atomic_load(&m->events_evicted));
 	idem_buf_addf(b, "# HELP idem_webhook_endpoints_disabled_total Webhook "
 	    "endpoints this process's dispatcher disabled, by reason (gone: "
@@ -516,56 +516,54 @@ store_row(PGconn *db, const char *sql)
 	return NULL;
 }
 
+/* The store's gauges: each statement's one row, a gauge a column (name
+ * and help; up to 4, a NULL name ends them). */
+static const struct {
+	const char	*sql;
+	const char	*gauges[4][2];
+} store_gauges[] = {
+	/* Index-backed (sql/006): the cost does not grow with the table. */
+	{ "SELECT * FROM idem_store_gauges()", {
+	    { "idem_oldest_live_key_age_seconds", "Age of the oldest "
+	      "unexpired key." },
+	    { "idem_eviction_lag_seconds", "Age of the oldest expired key "
+	      "that eviction would delete." },
+	    { "idem_in_progress_keys", "Keys in progress." },
+	    { "idem_unfinished_keys", "Phased keys past their TTL and past a "
+	      "recovery point, not completed (never evicted: for the "
+	      "completer or an operator)." } } },
+	/* The outbox (sql/011, partial indexes). */
+	{ "SELECT * FROM idem_outbox_pending()", {
+	    { "idem_events_pending", "Webhook deliveries not yet delivered "
+	      "nor dead." },
+	    { "idem_events_oldest_pending_seconds", "Age of the oldest "
+	      "pending webhook delivery (0: none)." } } },
+	/* Set aside by the completer (sql/009, a partial index). */
+	{ "SELECT idem_attention_count()", {
+	    { "idem_keys_attention", "Abandoned phased keys the completer "
+	      "gave up on: they need an operator (idemctl key "
+	      "show|retry|abandon)." } } },
+};
+
 /* The store's gauges, read from db. */
 static void
 render_store(PGconn *db, struct idem_buf *b)
 {
-	PGresult	*r;
+	const char *const	(*g)[2];
+	PGresult		*r;
+	size_t			 i;
+	int			 c;
 
-	/* Index-backed (sql/006): the cost does not grow with the table. */
-	r = store_row(db, "SELECT * FROM idem_store_gauges()");
-	if (r != NULL)
-		idem_buf_addf(b, "# HELP idem_oldest_live_key_age_seconds Age "
-		    "of the oldest unexpired key.\n"
-		    "# TYPE idem_oldest_live_key_age_seconds gauge\n"
-		    "idem_oldest_live_key_age_seconds %s\n"
-		    "# HELP idem_eviction_lag_seconds Age of the oldest "
-		    "expired key that eviction would delete.\n"
-		    "# TYPE idem_eviction_lag_seconds gauge\n"
-		    "idem_eviction_lag_seconds %s\n"
-		    "# HELP idem_in_progress_keys Keys in progress.\n"
-		    "# TYPE idem_in_progress_keys gauge\n"
-		    "idem_in_progress_keys %s\n"
-		    "# HELP idem_unfinished_keys Phased keys past their TTL "
-		    "and past a recovery point, not completed (never "
-		    "evicted: for the completer or an operator).\n"
-		    "# TYPE idem_unfinished_keys gauge\n"
-		    "idem_unfinished_keys %s\n", PQgetvalue(r, 0, 0),
-		    PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2),
-		    PQgetvalue(r, 0, 3));
-	PQclear(r);
-	/* The outbox (sql/011, partial indexes). */
-	r = store_row(db, "SELECT * FROM idem_outbox_pending()");
-	if (r != NULL)
-		idem_buf_addf(b, "# HELP idem_events_pending Webhook deliveries "
-		    "not yet delivered nor dead.\n"
-		    "# TYPE idem_events_pending gauge\n"
-		    "idem_events_pending %s\n"
-		    "# HELP idem_events_oldest_pending_seconds Age of the "
-		    "oldest pending webhook delivery (0: none).\n"
-		    "# TYPE idem_events_oldest_pending_seconds gauge\n"
-		    "idem_events_oldest_pending_seconds %s\n",
-		    PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1));
-	PQclear(r);
-	/* Set aside by the completer (sql/009, a partial index). */
-	r = store_row(db, "SELECT idem_attention_count()");
-	if (r != NULL)
-		idem_buf_addf(b, "# HELP idem_keys_attention Abandoned phased "
-		    "keys the completer gave up on: they need an operator "
-		    "(idemctl key show|retry|abandon).\n"
-		    "# TYPE idem_keys_attention gauge\n"
-		    "idem_keys_attention %s\n", PQgetvalue(r, 0, 0));
-	PQclear(r);
+	for (i = 0; i < sizeof(store_gauges) / sizeof(store_gauges[0]); i++) {
+		if ((r = store_row(db, store_gauges[i].sql)) == NULL)
+			continue;
+		g = store_gauges[i].gauges;
+		for (c = 0; c < 4 && g[c][0] != NULL; c++)
+			idem_buf_addf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %s\n",
+			    g[c][0], g[c][1], g[c][0], g[c][0],
+			    PQgetvalue(r, 0, c));
+		PQclear(r);
+	}
 }
 
 /* The whole exposition into b; the store's gauges only when db. */

@@ -291,6 +291,64 @@ success_headers(idem_json *j, const struct idem_route *rt, int location)
 	idem_json_object_end(j);
 }
 
+/* name: {"type": type} and, unless key is NULL, key: value: a member of
+ * one of the library's own objects. */
+static void
+typed(idem_json *j, const char *name, const char *type, const char *key,
+    const char *value)
+{
+	idem_json_key(j, name);
+	idem_json_object(j);
+	idem_json_kstr(j, "type", type);
+	if (key != NULL)
+		idem_json_kstr(j, key, value);
+	idem_json_object_end(j);
+}
+
+/* name: an object of body b's members, as a response has them. */
+static void
+body_object(idem_json *j, const char *name, const struct idem_body *b)
+{
+	idem_json_key(j, name);
+	idem_json_object(j);
+	idem_json_kstr(j, "type", "object");
+	schema_of_body(j, b, 1);
+	idem_json_object_end(j);
+}
+
+/* An object's members all required (names, NULL-ended), no others. */
+static void
+closed(idem_json *j, const char *const *names)
+{
+	idem_json_key(j, "required");
+	idem_json_array(j);
+	for (; *names != NULL; names++)
+		idem_json_str(j, *names);
+	idem_json_array_end(j);
+	idem_json_key(j, "additionalProperties");
+	idem_json_bool(j, 0);
+}
+
+/* idem_resp_list()'s envelope of body b's objects. */
+static void
+list_schema(idem_json *j, const struct idem_body *b)
+{
+	static const char *const members[] = { "object", "data", "has_more",
+	    NULL };
+
+	idem_json_key(j, "properties");
+	idem_json_object(j);
+	typed(j, "object", "string", "const", "list");
+	idem_json_key(j, "data");
+	idem_json_object(j);
+	idem_json_kstr(j, "type", "array");
+	body_object(j, "items", b);
+	idem_json_object_end(j);
+	typed(j, "has_more", "boolean", NULL, NULL);
+	idem_json_object_end(j);
+	closed(j, members);
+}
+
 /* A declared success: its schema from the route's struct idem_body. */
 static void
 success(idem_json *j, const struct idem_route *rt,
@@ -307,38 +365,9 @@ success(idem_json *j, const struct idem_route *rt,
 	if (r->body != NULL) {
 		content(j, "application/json");
 		idem_json_kstr(j, "type", "object");
-		if (r->flags & IDEM_RESPONSE_LIST) {
-			/* idem_resp_list()'s envelope. */
-			idem_json_key(j, "properties");
-			idem_json_object(j);
-			idem_json_key(j, "object");
-			idem_json_object(j);
-			idem_json_kstr(j, "type", "string");
-			idem_json_kstr(j, "const", "list");
-			idem_json_object_end(j);
-			idem_json_key(j, "data");
-			idem_json_object(j);
-			idem_json_kstr(j, "type", "array");
-			idem_json_key(j, "items");
-			idem_json_object(j);
-			idem_json_kstr(j, "type", "object");
-			schema_of_body(j, r->body, 1);
-			idem_json_object_end(j);
-			idem_json_object_end(j);
-			idem_json_key(j, "has_more");
-			idem_json_object(j);
-			idem_json_kstr(j, "type", "boolean");
-			idem_json_object_end(j);
-			idem_json_object_end(j);
-			idem_json_key(j, "required");
-			idem_json_array(j);
-			idem_json_str(j, "object");
-			idem_json_str(j, "data");
-			idem_json_str(j, "has_more");
-			idem_json_array_end(j);
-			idem_json_key(j, "additionalProperties");
-			idem_json_bool(j, 0);
-		} else
+		if (r->flags & IDEM_RESPONSE_LIST)
+			list_schema(j, r->body);
+		else
 			schema_of_body(j, r->body, 1);
 		content_end(j);
 	}
@@ -845,12 +874,8 @@ problem_schema(idem_json *j)
 	idem_json_kstr(j, "type", "object");
 	idem_json_key(j, "properties");
 	idem_json_object(j);
-	for (i = 0; i < sizeof(members) / sizeof(members[0]); i++) {
-		idem_json_key(j, members[i][0]);
-		idem_json_object(j);
-		idem_json_kstr(j, "type", members[i][1]);
-		idem_json_object_end(j);
-	}
+	for (i = 0; i < sizeof(members) / sizeof(members[0]); i++)
+		typed(j, members[i][0], members[i][1], NULL, NULL);
 	idem_json_object_end(j);
 	idem_json_key(j, "required");
 	idem_json_array(j);
@@ -912,6 +937,9 @@ webhook_parameters(idem_json *j)
 static void
 webhook_body(idem_json *j, const struct idem_webhook_decl *w)
 {
+	static const char *const members[] = { "id", "type", "created",
+	    "data", NULL };
+
 	idem_json_key(j, "requestBody");
 	idem_json_object(j);
 	idem_json_key(j, "required");
@@ -920,37 +948,13 @@ webhook_body(idem_json *j, const struct idem_webhook_decl *w)
 	idem_json_kstr(j, "type", "object");
 	idem_json_key(j, "properties");
 	idem_json_object(j);
-	idem_json_key(j, "id");
-	idem_json_object(j);
-	idem_json_kstr(j, "type", "string");
-	idem_json_kstr(j, "description", "the event's id (webhook-id)");
-	idem_json_object_end(j);
-	idem_json_key(j, "type");
-	idem_json_object(j);
-	idem_json_kstr(j, "type", "string");
-	idem_json_kstr(j, "const", w->type);
-	idem_json_object_end(j);
-	idem_json_key(j, "created");
-	idem_json_object(j);
-	idem_json_kstr(j, "type", "integer");
-	idem_json_kstr(j, "description", "when the event was made, Unix "
-	    "seconds");
-	idem_json_object_end(j);
-	idem_json_key(j, "data");
-	idem_json_object(j);
-	idem_json_kstr(j, "type", "object");
-	schema_of_body(j, w->data, 1);
-	idem_json_object_end(j);
+	typed(j, "id", "string", "description", "the event's id (webhook-id)");
+	typed(j, "type", "string", "const", w->type);
+	typed(j, "created", "integer", "description", "when the event was "
+	    "made, Unix seconds");
+	body_object(j, "data", w->data);
 	idem_json_object_end(j);	/* properties */
-	idem_json_key(j, "required");
-	idem_json_array(j);
-	idem_json_str(j, "id");
-	idem_json_str(j, "type");
-	idem_json_str(j, "created");
-	idem_json_str(j, "data");
-	idem_json_array_end(j);
-	idem_json_key(j, "additionalProperties");
-	idem_json_bool(j, 0);
+	closed(j, members);
 	content_end(j);
 	idem_json_object_end(j);	/* requestBody */
 }
@@ -1178,6 +1182,16 @@ declared_route(idem_app *app, const char *call, const char *method,
 	return rt;
 }
 
+/* Each kind of declaration is made once for a route: 0, or -1 with the
+ * reason set when the route has one (already). */
+static int
+twice(idem_app *app, const char *call, const char *method,
+    const char *pattern, int already)
+{
+	return already ? idem_app_refuse(app, "%s(%s %.256s): declared "
+	    "already", call, method, pattern) : 0;
+}
+
 int
 idem_app_route_summary(idem_app *app, const char *method,
     const char *pattern, const char *operation_id, const char *summary)
@@ -1187,7 +1201,8 @@ idem_app_route_summary(idem_app *app, const char *method,
 	size_t			 i;
 
 	if (app == NULL || (rt = declared_route(app, call, method,
-	    pattern)) == NULL)
+	    pattern)) == NULL || twice(app, call, method, pattern,
+	    rt->operation_id != NULL))
 		return -1;
 	if (!text_ok(operation_id, 64, "abcdefghijklmnopqrstuvwxyz"
 	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"))
@@ -1197,9 +1212,6 @@ idem_app_route_summary(idem_app *app, const char *method,
 	if (!text_ok(summary, 200, NULL))
 		return idem_app_refuse(app, "%s(%s %.256s): the summary must be "
 		    "1 to 200 printable characters", call, method, pattern);
-	if (rt->operation_id != NULL)
-		return idem_app_refuse(app, "%s(%s %.256s): declared already",
-		    call, method, pattern);
 	for (i = 0; i < app->router.nroutes; i++)
 		if (app->router.routes[i].operation_id != NULL &&
 		    strcmp(app->router.routes[i].operation_id,
@@ -1221,7 +1233,8 @@ idem_app_route_response(idem_app *app, const char *method,
 	size_t			 i, k;
 
 	if (app == NULL || (rt = declared_route(app, call, method,
-	    pattern)) == NULL)
+	    pattern)) == NULL || twice(app, call, method, pattern,
+	    rt->responses != NULL))
 		return -1;
 	if (responses == NULL || responses[0].status == 0)
 		return idem_app_refuse(app, "%s(%s %.256s): no response "
@@ -1238,9 +1251,6 @@ idem_app_route_response(idem_app *app, const char *method,
 				    "status %d twice", call, method, pattern,
 				    responses[i].status);
 	}
-	if (rt->responses != NULL)
-		return idem_app_refuse(app, "%s(%s %.256s): declared already",
-		    call, method, pattern);
 	rt->responses = responses;
 	return 0;
 }
@@ -1255,7 +1265,8 @@ idem_app_route_problems(idem_app *app, const char *method,
 	int			 p;
 
 	if (app == NULL || (rt = declared_route(app, call, method,
-	    pattern)) == NULL)
+	    pattern)) == NULL || twice(app, call, method, pattern,
+	    rt->problems != NULL))
 		return -1;
 	if (slugs == NULL)
 		return idem_app_refuse(app, "%s(%s %.256s): no slugs", call,
@@ -1270,9 +1281,6 @@ idem_app_route_problems(idem_app *app, const char *method,
 			    "first; the library's are listed by what the "
 			    "route is)", call, method, pattern, *s);
 	}
-	if (rt->problems != NULL)
-		return idem_app_refuse(app, "%s(%s %.256s): declared already",
-		    call, method, pattern);
 	rt->problems = slugs;
 	return 0;
 }

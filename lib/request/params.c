@@ -1,6 +1,7 @@
 /*
  * params.c - typed statement parameters: integers, the tenant and body
- * members as libpq text values, without buffers in the handler.
+ * members as libpq text values, without buffers in the handler; and a
+ * list's page after its cursor, run with them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,5 +136,37 @@ idem_req_defer_args(idem_req *req, const char *sql, idem_args *a)
 	if (a != NULL && !a->failed)
 		rc = idem_req_defer(req, sql, a->n, (const char *const *)a->v);
 	idem_args_free(a);
+	return rc;
+}
+
+int
+idem_resp_page(idem_req *req, const char *cursor_sql, const char *page_sql,
+    const char *cursor, long limit, const char *what)
+{
+	idem_args	*a;
+	PGresult	*r;
+	int		 n, rc;
+
+	/* A cursor that names nothing would page from nowhere: refused. */
+	if (cursor != NULL && cursor_sql != NULL) {
+		a = idem_args_new();
+		idem_args_str(a, cursor);
+		idem_args_tenant(a, req);
+		if ((r = idem_req_exec(req, cursor_sql, a)) == NULL)
+			return -1;
+		n = PQntuples(r);
+		PQclear(r);
+		if (n == 0)
+			return idem_resp_problem(req, IDEM_P_VALIDATION,
+			    "starting_after: no such %s", what);
+	}
+	a = idem_args_new();
+	idem_args_tenant(a, req);
+	idem_args_str(a, cursor);
+	idem_args_int(a, limit + 1);	/* one more: is there a next page? */
+	if ((r = idem_req_exec(req, page_sql, a)) == NULL)
+		return -1;
+	rc = idem_resp_list(req, r, limit);
+	PQclear(r);
 	return rc;
 }

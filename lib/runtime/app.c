@@ -101,56 +101,53 @@ idem_app_config_key_type(idem_app *app, const char *section,
 	return 0;
 }
 
-int
-idem_app_config_int(const idem_app *app, const char *section,
-    const char *key, long long *out)
+/* An application key's value of type: 1 with it in *out (a long long, a
+ * size_t or an int, as the type's getter says), 0 when unset, -1 when not
+ * of that type or unknown. */
+static int
+config_typed(const idem_app *app, const char *section, const char *key,
+    enum idem_config_type type, void *out)
 {
 	union idem_cfg_value	v;
 	int			rc;
 
-	if ((rc = idem_cfg_app_typed(&app->cfg, section, key, IDEM_CONFIG_INT,
-	    &v)) == 1)
-		*out = v.i;
-	return rc;
+	if ((rc = idem_cfg_app_typed(&app->cfg, section, key, type, &v)) != 1)
+		return rc;
+	if (type == IDEM_CONFIG_SIZE)
+		*(size_t *)out = v.size;
+	else if (type == IDEM_CONFIG_BOOL)
+		*(int *)out = v.b;
+	else
+		*(long long *)out = v.i;
+	return 1;
+}
+
+int
+idem_app_config_int(const idem_app *app, const char *section,
+    const char *key, long long *out)
+{
+	return config_typed(app, section, key, IDEM_CONFIG_INT, out);
 }
 
 int
 idem_app_config_duration_ms(const idem_app *app, const char *section,
     const char *key, long long *out)
 {
-	union idem_cfg_value	v;
-	int			rc;
-
-	if ((rc = idem_cfg_app_typed(&app->cfg, section, key,
-	    IDEM_CONFIG_DURATION, &v)) == 1)
-		*out = v.i;
-	return rc;
+	return config_typed(app, section, key, IDEM_CONFIG_DURATION, out);
 }
 
 int
 idem_app_config_size(const idem_app *app, const char *section,
     const char *key, size_t *out)
 {
-	union idem_cfg_value	v;
-	int			rc;
-
-	if ((rc = idem_cfg_app_typed(&app->cfg, section, key,
-	    IDEM_CONFIG_SIZE, &v)) == 1)
-		*out = v.size;
-	return rc;
+	return config_typed(app, section, key, IDEM_CONFIG_SIZE, out);
 }
 
 int
 idem_app_config_bool(const idem_app *app, const char *section,
     const char *key, int *out)
 {
-	union idem_cfg_value	v;
-	int			rc;
-
-	if ((rc = idem_cfg_app_typed(&app->cfg, section, key,
-	    IDEM_CONFIG_BOOL, &v)) == 1)
-		*out = v.b;
-	return rc;
+	return config_typed(app, section, key, IDEM_CONFIG_BOOL, out);
 }
 
 static void

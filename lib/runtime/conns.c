@@ -27,6 +27,7 @@
  * connection's owner ever frees it.
  */
 #include <sys/epoll.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <netinet/in.h>
@@ -50,8 +51,8 @@ enum conn_queue { QUEUE_READ, QUEUE_WRITE, QUEUE__COUNT };
 enum conn_late { LATE_NO, LATE_READ, LATE_WRITE };
 
 struct conn {
-	struct conn	*prev, *next;	/* every connection */
-	struct conn	*qprev, *qnext;	/* its deadline queue */
+	LIST_ENTRY(conn) link;		/* every connection */
+	TAILQ_ENTRY(conn) qlink;	/* its deadline queue */
 	int		 fd;
 	struct idem_listener *from;	/* told when fd is closed */
 	int		 in_ep;		/* in the epoll set (owner only) */
@@ -69,15 +70,13 @@ struct conn {
 	int		 last;		/* closed once out is sent */
 };
 
-struct deadlines {
-	struct conn	*head, *tail;
-};
+TAILQ_HEAD(deadlines, conn);
 
 struct idem_conns {
 	idem_app	*app;
 	int		 ep;
 	pthread_mutex_t	 mu;
-	struct conn	*all;
+	LIST_HEAD(, conn) all;
 	struct deadlines q[QUEUE__COUNT];
 	long long	 timeout_ms[QUEUE__COUNT];
 	struct idem_fcgi_limits lim;
@@ -111,6 +110,9 @@ idem_conns_new(idem_app *app, int ep)
 	cs->timeout_ms[QUEUE_WRITE] = app->cfg.write_timeout_ms;
 	cs->allow = idem_peer_server_list(app->cfg.allow,
 	    getenv("FCGI_WEB_SERVER_ADDRS"));
+	LIST_INIT(&cs->all);
+	TAILQ_INIT(&cs->q[QUEUE_READ]);
+	TAILQ_INIT(&cs->q[QUEUE_WRITE]);
 	pthread_mutex_init(&cs->mu, NULL);
 	return cs;
 }
@@ -119,19 +121,9 @@ idem_conns_new(idem_app *app, int ep)
 static void
 dequeue(struct idem_conns *cs, struct conn *c)
 {
-	struct deadlines	*q = &cs->q[c->queue];
-
 	if (!c->queued)
 		return;
-	if (c->qprev != NULL)
-		c->qprev->qnext = c->qnext;
-	else
-		q->head = c->qnext;
-	if (c->qnext != NULL)
-		c->qnext->qprev = c->qprev;
-	else
-		q->tail = c->qprev;
-	c->qprev = c->qnext = NULL;
+	TAILQ_REMOVE(&cs->q[c->queue], c, qlink);
 	c->queued = 0;
 }
 
@@ -140,19 +132,11 @@ dequeue(struct idem_conns *cs, struct conn *c)
 static void
 enqueue(struct idem_conns *cs, struct conn *c, enum conn_queue which)
 {
-	struct deadlines	*q = &cs->q[which];
-
 	if (c->queued && c->queue == which)
 		return;
 	dequeue(cs, c);
 	c->deadline_ms = now_ms() + cs->timeout_ms[which];
-	c->qprev = q->tail;
-	c->qnext = NULL;
-	if (q->tail != NULL)
-		q->tail->qnext = c;
-	else
-		q->head = c;
-	q->tail = c;
+	TAILQ_INSERT_TAIL(&cs->q[which], c, qlink);
 	c->queue = which;
 	c->queued = 1;
 }
@@ -245,12 +229,7 @@ conn_close(struct idem_conns *cs, struct conn *c)
 {
 	pthread_mutex_lock(&cs->mu);
 	dequeue(cs, c);
-	if (c->prev != NULL)
-		c->prev->next = c->next;
-	else
-		cs->all = c->next;
-	if (c->next != NULL)
-		c->next->prev = c->prev;
+	LIST_REMOVE(c, link);
 	pthread_mutex_unlock(&cs->mu);
 	close(c->fd);		/* (leaves the epoll set too) */
 	/* A descriptor is free: a listener paused at the limit takes one. */
@@ -646,10 +625,7 @@ idem_conns_accept(struct idem_conns *cs, struct idem_listener *l)
 	c->from = l;
 	idem_fcgi_init(&c->in, &cs->lim);
 	pthread_mutex_lock(&cs->mu);
-	c->next = cs->all;
-	if (cs->all != NULL)
-		cs->all->prev = c;
-	cs->all = c;
+	LIST_INSERT_HEAD(&cs->all, c, link);
 	/* A fresh connection owes its first request from now on. */
 	enqueue(cs, c, QUEUE_READ);
 	pthread_mutex_unlock(&cs->mu);
@@ -674,7 +650,7 @@ idem_conns_expire(struct idem_conns *cs)
 	    cs->timeout_ms[QUEUE_READ] : cs->timeout_ms[QUEUE_WRITE];
 	pthread_mutex_lock(&cs->mu);
 	for (i = 0; i < QUEUE__COUNT; i++) {
-		while ((c = cs->q[i].head) != NULL && c->deadline_ms <= now) {
+		while ((c = TAILQ_FIRST(&cs->q[i])) != NULL && c->deadline_ms <= now) {
 			dequeue(cs, c);
 			c->late = i == QUEUE_READ ? LATE_READ : LATE_WRITE;
 			/* Its owner sees EOF (or, writing, a hang-up: that
@@ -697,7 +673,7 @@ drain_answers(struct idem_conns *cs, long long until_ms)
 	struct pollfd	 pfd;
 	long long	 left;
 
-	for (c = cs->all; c != NULL; c = c->next) {
+	LIST_FOREACH(c, &cs->all, link) {
 		pfd.fd = c->fd;
 		pfd.events = POLLOUT;
 		while (c->out.len > 0 && out_send(c) == OUT_AGAIN &&
@@ -714,8 +690,8 @@ idem_conns_free(struct idem_conns *cs, long long flush_ms)
 		return;
 	drain_answers(cs, now_ms() + flush_ms);
 	/* What is left is idle, half-read, or not read by its peer. */
-	while (cs->all != NULL)
-		conn_close(cs, cs->all);
+	while (!LIST_EMPTY(&cs->all))
+		conn_close(cs, LIST_FIRST(&cs->all));
 	pthread_mutex_destroy(&cs->mu);
 	free(cs);
 }

@@ -47,14 +47,23 @@ not_found(idem_req *req)
 	    "no such webhook endpoint");
 }
 
-/* The one row of r (an endpoint and its health) as the answer, or 404
- * when r has none; r is cleared. */
+/* The endpoint :id of the request's tenant, alive, through sql ($1 the
+ * id, $2 the tenant), as the answer (200): the row it returns, with its
+ * health, or 404 when it returns none. */
 static int
-send_endpoint(idem_req *req, PGresult *r, int status)
+send_endpoint(idem_req *req, const char *sql)
 {
+	int64_t		 id = endpoint_id(req);
+	idem_args	*a;
 	idem_json	*j;
+	PGresult	*r;
 
-	if (r == NULL)
+	if (id == 0)
+		return not_found(req);
+	a = idem_args_new();
+	idem_args_int(a, (long long)id);
+	idem_args_tenant(a, req);
+	if ((r = idem_req_exec(req, sql, a)) == NULL)
 		return -1;
 	if (PQntuples(r) != 1) {
 		PQclear(r);
@@ -63,19 +72,7 @@ send_endpoint(idem_req *req, PGresult *r, int status)
 	j = idem_json_new();
 	idem_json_pg_row(j, r, 0);
 	PQclear(r);
-	return idem_json_send(j, req, status);
-}
-
-/* The endpoint :id of the request's tenant, alive, through sql: $1 the
- * id, $2 the tenant. */
-static PGresult *
-endpoint_exec(idem_req *req, int64_t id, const char *sql)
-{
-	idem_args	*a = idem_args_new();
-
-	idem_args_int(a, (long long)id);
-	idem_args_tenant(a, req);
-	return idem_req_exec(req, sql, a);
+	return idem_json_send(j, req, 200);
 }
 
 /* POST: idempotent, so a retry gets the same endpoint and secret (the
@@ -120,55 +117,28 @@ endpoint_create(idem_req *req, void *arg)
 	return idem_json_send(j, req, 201);
 }
 
-/* GET: newest first, a page at a time, like the other lists. */
+/* GET: newest first, a page at a time, like the other lists.  The
+ * cursor: one of the tenant's endpoints, deleted or not (a client paging
+ * while deleting keeps its place). */
 static int
 endpoint_list(idem_req *req, void *arg)
 {
-	const char	*after = idem_req_qparam(req, "starting_after");
-	long		 limit = (long)idem_req_qparam_int(req, "limit", 10);
-	idem_args	*a;
-	PGresult	*r;
-	int		 n, rc;
-
 	(void)arg;
-	/* The cursor: one of the tenant's endpoints, deleted or not (a
-	 * client paging while deleting keeps its place). */
-	if (after != NULL) {
-		r = endpoint_exec(req, strtoll(after, NULL, 10), "SELECT 1 FROM "
-		    "idem_webhook_endpoints WHERE id = $1 AND api_key_id = $2");
-		if (r == NULL)
-			return -1;
-		n = PQntuples(r);
-		PQclear(r);
-		if (n == 0)
-			return idem_resp_problem(req, IDEM_P_VALIDATION,
-			    "starting_after: no such webhook endpoint");
-	}
-	a = idem_args_new();
-	idem_args_tenant(a, req);
-	idem_args_str(a, after);
-	idem_args_int(a, limit + 1);
-	if ((r = idem_req_exec(req, "SELECT " IDEM_ENDPOINT_COLS " FROM "
-	    "idem_webhook_endpoints WHERE api_key_id = $1 AND deleted_at IS "
-	    "NULL AND ($2::bigint IS NULL OR id < $2::bigint) ORDER BY id DESC "
-	    "LIMIT $3::int", a)) == NULL)
-		return -1;
-	rc = idem_resp_list(req, r, limit);
-	PQclear(r);
-	return rc;
+	return idem_resp_page(req, "SELECT 1 FROM idem_webhook_endpoints "
+	    "WHERE id = $1 AND api_key_id = $2", "SELECT " IDEM_ENDPOINT_COLS
+	    " FROM idem_webhook_endpoints WHERE api_key_id = $1 AND deleted_at "
+	    "IS NULL AND ($2::bigint IS NULL OR id < $2::bigint) ORDER BY id "
+	    "DESC LIMIT $3::int", idem_req_qparam(req, "starting_after"),
+	    (long)idem_req_qparam_int(req, "limit", 10), "webhook endpoint");
 }
 
 static int
 endpoint_get(idem_req *req, void *arg)
 {
-	int64_t	id = endpoint_id(req);
-
 	(void)arg;
-	if (id == 0)
-		return not_found(req);
-	return send_endpoint(req, endpoint_exec(req, id, "SELECT "
-	    IDEM_ENDPOINT_COLS " FROM idem_webhook_endpoints WHERE id = $1 "
-	    "AND api_key_id = $2 AND deleted_at IS NULL"), 200);
+	return send_endpoint(req, "SELECT " IDEM_ENDPOINT_COLS " FROM "
+	    "idem_webhook_endpoints WHERE id = $1 AND api_key_id = $2 AND "
+	    "deleted_at IS NULL");
 }
 
 static int
@@ -195,15 +165,11 @@ endpoint_delete(idem_req *req, void *arg)
 static int
 endpoint_enable(idem_req *req, void *arg)
 {
-	int64_t	id = endpoint_id(req);
-
 	(void)arg;
-	if (id == 0)
-		return not_found(req);
-	return send_endpoint(req, endpoint_exec(req, id, "UPDATE "
-	    "idem_webhook_endpoints SET disabled_at = NULL, disabled_reason = "
-	    "NULL, failing_since = NULL WHERE id = $1 AND api_key_id = $2 AND "
-	    "deleted_at IS NULL RETURNING " IDEM_ENDPOINT_COLS), 200);
+	return send_endpoint(req, "UPDATE idem_webhook_endpoints SET "
+	    "disabled_at = NULL, disabled_reason = NULL, failing_since = NULL "
+	    "WHERE id = $1 AND api_key_id = $2 AND deleted_at IS NULL "
+	    "RETURNING " IDEM_ENDPOINT_COLS);
 }
 
 /* POST .../recover: idempotent, so a retry does not requeue twice. */

@@ -62,6 +62,17 @@ arm(struct idem_listener *l)
 		    strerror(errno));
 }
 
+/* A paused listener polled again (paused is read again under mu: a pause
+ * may have ended meanwhile). */
+static void
+resume(struct idem_listener *l)
+{
+	pthread_mutex_lock(&l->mu);
+	if (atomic_load(&l->paused))
+		arm(l);
+	pthread_mutex_unlock(&l->mu);
+}
+
 struct idem_listener *
 idem_listener_new(idem_app *app, int ep, int fd)
 {
@@ -176,12 +187,8 @@ idem_listener_freed(struct idem_listener *l)
 	/* Counted first, so that a pause being decided sees it (accept). */
 	atomic_fetch_add(&l->freed, 1);
 	idem_metrics_fd_freed(l->app);
-	if (!atomic_load(&l->paused))
-		return;
-	pthread_mutex_lock(&l->mu);
 	if (atomic_load(&l->paused))
-		arm(l);
-	pthread_mutex_unlock(&l->mu);
+		resume(l);
 }
 
 void
@@ -193,10 +200,7 @@ idem_listener_timer(struct idem_listener *l)
 	if (read(l->timer, &n, sizeof(n)) == -1 && errno != EAGAIN)
 		idem_log(IDEM_LOG_WARN, "runtime: listener timer: %s",
 		    strerror(errno));
-	pthread_mutex_lock(&l->mu);
-	if (atomic_load(&l->paused))
-		arm(l);
-	pthread_mutex_unlock(&l->mu);
+	resume(l);
 }
 
 void

@@ -556,6 +556,17 @@ idem_test_response_free(struct idem_test_resp *r)
 	free(r);
 }
 
+int
+idem_test_problem(const struct idem_test_resp *r, int status,
+    const char *text)
+{
+	const char	*ct = idem_test_header(r, "Content-Type");
+
+	return r->status == status && ct != NULL &&
+	    strcmp(ct, "application/problem+json") == 0 &&
+	    strstr(r->body, text) != NULL;
+}
+
 /* --- where the application's log lines go ---------------------------------- */
 
 static struct {

@@ -53,6 +53,10 @@ const char	*idem_test_header(const struct idem_test_resp *r,
 /* The body (NUL-terminated too); its length in *len unless NULL. */
 const char	*idem_test_body(const struct idem_test_resp *r, size_t *len);
 void		 idem_test_response_free(struct idem_test_resp *r);
+/* 1 when r is an application/problem+json answer of that status whose
+ * body contains text (its type's slug, say), else 0. */
+int		 idem_test_problem(const struct idem_test_resp *r, int status,
+		    const char *text);
 
 /*
  * Where the log lines of the application under test go from now on

@@ -35,7 +35,7 @@
 struct rec {
 	char		*method, *path, *body;
 	size_t		 bodylen;
-	char		**hname, **hvalue;	/* its header lines */
+	char		**h;	/* its header lines: name, value, name... */
 	size_t		 nh;
 };
 
@@ -67,10 +67,9 @@ idem_test_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list	ap;
 
-	if (err == NULL || errlen == 0)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	if (err != NULL && errlen > 0)
+		vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 }
 
@@ -186,8 +185,7 @@ split_headers(struct rec *r, const char *head)
 
 	for (l = head; (l = strstr(l, "\r\n")) != NULL; l += 2)
 		n++;
-	if ((r->hname = calloc(n + 1, sizeof(char *))) == NULL ||
-	    (r->hvalue = calloc(n + 1, sizeof(char *))) == NULL)
+	if ((r->h = calloc(2 * n + 2, sizeof(char *))) == NULL)
 		return -1;
 	for (l = strstr(head, "\r\n") + 2; (e = strstr(l, "\r\n")) != NULL;
 	    l = e + 2) {
@@ -197,9 +195,9 @@ split_headers(struct rec *r, const char *head)
 			;
 		while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
 			e--;
-		r->hname[r->nh] = strndup(l, (size_t)(c - l));
-		r->hvalue[r->nh] = strndup(v, (size_t)(e - v));
-		if (r->hname[r->nh++] == NULL || r->hvalue[r->nh - 1] == NULL)
+		r->h[2 * r->nh] = strndup(l, (size_t)(c - l));
+		r->h[2 * r->nh + 1] = strndup(v, (size_t)(e - v));
+		if (r->h[2 * r->nh++] == NULL || r->h[2 * r->nh - 1] == NULL)
 			return -1;
 		e = strstr(e, "\r\n");
 	}
@@ -213,8 +211,8 @@ rec_header(const struct rec *r, const char *name)
 	size_t	i;
 
 	for (i = 0; i < r->nh; i++)
-		if (strcasecmp(r->hname[i], name) == 0)
-			return r->hvalue[i];
+		if (strcasecmp(r->h[2 * i], name) == 0)
+			return r->h[2 * i + 1];
 	return NULL;
 }
 
@@ -263,12 +261,9 @@ rec_free(struct rec *r)
 {
 	size_t	i;
 
-	for (i = 0; i < r->nh; i++) {
-		free(r->hname[i]);
-		free(r->hvalue[i]);
-	}
-	free(r->hname);
-	free(r->hvalue);
+	for (i = 0; i < 2 * r->nh; i++)
+		free(r->h[i]);
+	free(r->h);
 	free(r->method);
 	free(r->path);
 	free(r->body);
@@ -341,14 +336,11 @@ write_all(int fd, const char *p, size_t n)
 {
 	ssize_t	k;
 
-	while (n > 0) {
+	for (; n > 0; p += k, n -= (size_t)k)
 		if ((k = send(fd, p, n, MSG_NOSIGNAL)) == -1 && errno == EINTR)
-			continue;
-		if (k <= 0)
+			k = 0;
+		else if (k <= 0)
 			return;
-		p += k;
-		n -= (size_t)k;
-	}
 }
 
 /* Answer the request just read on fd as a says. */
