@@ -35,15 +35,7 @@
 #include "internal.h"
 #include "fuzz.h"
 #include "routes.h"
-
-static int
-not_zzz(yajl_val v, char *why, size_t whylen)
-{
-	if (strcmp(v->u.string, "zzz") != 0)
-		return 0;
-	snprintf(why, whylen, "is not a currency");
-	return -1;
-}
+#include "../unit/stubs.h"
 
 static const struct idem_member meta_value = { .name = "*",
 	.type = IDEM_T_STRING, .max = 500 };

@@ -8,15 +8,8 @@
 #include <string.h>
 
 #include "private.h"
+#include "stubs.h"
 #include "tap.h"
-
-static int
-nop(idem_req *req, void *arg)
-{
-	(void)req;
-	(void)arg;
-	return 0;
-}
 
 static const struct idem_body body = { (const struct idem_member[]){
 	{ .name = NULL } }, 0, NULL, 0, 0 };

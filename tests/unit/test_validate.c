@@ -10,16 +10,8 @@
 
 #include "private.h"
 #include "outbox.h"
+#include "stubs.h"
 #include "tap.h"
-
-static int
-not_zzz(yajl_val v, char *why, size_t whylen)
-{
-	if (strcmp(v->u.string, "zzz") != 0)
-		return 0;
-	snprintf(why, whylen, "must not be zzz");
-	return -1;
-}
 
 static const char *const colours[] = { "red", "green", NULL };
 
@@ -377,14 +369,6 @@ test_phases(void)
 }
 
 /* --- the OpenAPI document of a small app ------------------------------- */
-
-static int
-nop(idem_req *req, void *arg)
-{
-	(void)req;
-	(void)arg;
-	return 0;
-}
 
 static void
 test_openapi(void)
