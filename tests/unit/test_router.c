@@ -89,36 +89,33 @@ empty_result(void)
 static void
 test_add(void)
 {
+	static const struct {
+		const char	*method, *pattern;
+		int		(*fn)(idem_req *, void *);
+		const char	*what;
+	} refused[] = {
+		{ "GET", "/a", NULL, "NULL handler" },
+		{ "get", "/a", nop, "lowercase method" },
+		{ "", "/a", nop, "empty method" },
+		{ "GET POST", "/a", nop, "method with a space" },
+		{ NULL, "/a", nop, "NULL method" },
+		{ "GET", NULL, nop, "NULL pattern" },
+		{ "GET", "a", nop, "pattern without leading /" },
+		{ "GET", "", nop, "empty pattern" },
+		{ "GET", "/a/:", nop, "unnamed parameter" },
+		{ "GET", "/a/:b-c", nop, "parameter name with '-'" },
+		{ "GET", "/a/:x/:x", nop, "duplicate parameter name" },
+		{ "GET", "/a/../b", nop, "'..' segment" },
+		{ "GET", "/a/./b", nop, "'.' segment" },
+	};
 	struct idem_router	 r = { NULL, 0 };
 	char			 pat[256];
+	size_t			 j;
 	int			 i;
 
-	TAP_OK(idem_router_add(&r, "GET", "/a", 0, NULL, NULL) == -1,
-	    "NULL handler refused");
-	TAP_OK(idem_router_add(&r, "get", "/a", 0, nop, NULL) == -1,
-	    "lowercase method refused");
-	TAP_OK(idem_router_add(&r, "", "/a", 0, nop, NULL) == -1,
-	    "empty method refused");
-	TAP_OK(idem_router_add(&r, "GET POST", "/a", 0, nop, NULL) == -1,
-	    "method with a space refused");
-	TAP_OK(idem_router_add(&r, NULL, "/a", 0, nop, NULL) == -1,
-	    "NULL method refused");
-	TAP_OK(idem_router_add(&r, "GET", NULL, 0, nop, NULL) == -1,
-	    "NULL pattern refused");
-	TAP_OK(idem_router_add(&r, "GET", "a", 0, nop, NULL) == -1,
-	    "pattern without leading / refused");
-	TAP_OK(idem_router_add(&r, "GET", "", 0, nop, NULL) == -1,
-	    "empty pattern refused");
-	TAP_OK(idem_router_add(&r, "GET", "/a/:", 0, nop, NULL) == -1,
-	    "unnamed parameter refused");
-	TAP_OK(idem_router_add(&r, "GET", "/a/:b-c", 0, nop, NULL) == -1,
-	    "parameter name with '-' refused");
-	TAP_OK(idem_router_add(&r, "GET", "/a/:x/:x", 0, nop, NULL) == -1,
-	    "duplicate parameter name refused");
-	TAP_OK(idem_router_add(&r, "GET", "/a/../b", 0, nop, NULL) == -1,
-	    "'..' segment refused");
-	TAP_OK(idem_router_add(&r, "GET", "/a/./b", 0, nop, NULL) == -1,
-	    "'.' segment refused");
+	for (j = 0; j < sizeof(refused) / sizeof(refused[0]); j++)
+		TAP_OK(idem_router_add(&r, refused[j].method, refused[j].pattern,
+		    0, refused[j].fn, NULL) == -1, "%s refused", refused[j].what);
 	TAP_OK(r.nroutes == 0 && r.routes == NULL, "nothing registered yet");
 
 	TAP_OK(idem_router_add(&r, "GET", "/:a/:b/:c/:d/:e/:f/:g/:h", 0, nop,
