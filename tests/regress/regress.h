@@ -53,8 +53,6 @@ void		 rg_resp_free(struct rg_resp *r);
  * none); for checks of what was stored. */
 const char	*rg_scalar(const char *sql, const char *param, char *buf,
 		    size_t len);
-/* How many rows of regress_things the test's tenant has (-1: none read). */
-int		 rg_things(void);
 /*
  * The same, on a connection of the application's pool (the one its
  * requests used last, when the pool has one connected): what the server
@@ -63,6 +61,8 @@ int		 rg_things(void);
  */
 const char	*rg_pool_scalar(const char *sql, char *buf, size_t len,
 		    unsigned *nprepared);
+/* How many rows of regress_things the test's tenant has (-1: none read). */
+int		 rg_things(void);
 void		 rg_teardown(void);
 
 /*
