@@ -22,18 +22,14 @@
 #include <string.h>
 
 #include "internal.h"
+#include "fuzz.h"
 
 #define NAME	"fuzz.ini"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void
 fail(const char *what, const char *err)
 {
-	fprintf(stderr, "fuzz_config: property violated: %s\n", what);
-	if (err != NULL)
-		fprintf(stderr, "  error: [%s]\n", err);
-	abort();
+	fuzz_fail("fuzz_config", what, "error", err);
 }
 
 static void
@@ -61,10 +57,7 @@ parse(const uint8_t *data, size_t size, int any_app_keys, char *err,
 	int				 rc;
 
 	setup(&cfg, any_app_keys);
-	if ((text = malloc(size > 0 ? size : 1)) == NULL)
-		abort();
-	if (size > 0)
-		memcpy(text, data, size);
+	text = fuzz_copy(data, size);
 	rc = idem_cfg_parse(&cfg, NAME, text, size, err, errlen);
 	free(text);
 	if (rc != 0 && rc != -1)

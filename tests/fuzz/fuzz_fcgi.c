@@ -21,8 +21,7 @@
 #include <string.h>
 
 #include "fcgi.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 static const struct idem_fcgi_limits lim = { 2048, 512, 8 };
 
@@ -34,8 +33,7 @@ static const char *const names[] = { "REQUEST_METHOD", "REQUEST_URI",
 static void
 fail(const char *what)
 {
-	fprintf(stderr, "fuzz_fcgi: property violated: %s\n", what);
-	abort();
+	fuzz_fail("fuzz_fcgi", what, NULL, NULL);
 }
 
 /* The records in r are whole: headers and their declared lengths. */

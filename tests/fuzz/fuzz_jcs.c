@@ -27,8 +27,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "internal.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 /* Small, so that the fuzzer reaches the cap often. */
 #define FUZZ_MAX_VALUES	64
@@ -155,10 +154,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t		 values;
 	enum idem_jcs_result rc;
 
-	if ((in = malloc(size > 0 ? size : 1)) == NULL)
-		return 0;
-	if (size > 0)
-		memcpy(in, data, size);
+	in = fuzz_copy(data, size);
 
 	err[0] = '\0';
 	rc = idem_jcs_canonicalize(in, size, &lim, &one, err, sizeof(err));

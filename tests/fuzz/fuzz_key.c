@@ -22,32 +22,12 @@
 #include <string.h>
 
 #include "internal.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 static void
 fail(const char *what, const char *key)
 {
-	fprintf(stderr, "fuzz_key: property violated: %s\n", what);
-	if (key != NULL)
-		fprintf(stderr, "  key: [%s]\n", key);
-	abort();
-}
-
-/* Parse len bytes of s from an exact-size heap copy. */
-static int
-parse(const char *s, size_t len, char *out, size_t outlen)
-{
-	char	*copy;
-	int	 rc;
-
-	if ((copy = malloc(len > 0 ? len : 1)) == NULL)
-		abort();
-	if (len > 0)
-		memcpy(copy, s, len);
-	rc = idem_key_parse(copy, len, out, outlen);
-	free(copy);
-	return rc;
+	fuzz_fail("fuzz_key", what, "key", key);
 }
 
 static void
@@ -77,7 +57,7 @@ round_trip(const char *key)
 		enc[n++] = key[i];
 	}
 	enc[n++] = '"';
-	if (parse(enc, n, back, sizeof(back)) != IDEM_KEY_OK)
+	if (fuzz_key_parse(enc, n, back, sizeof(back)) != IDEM_KEY_OK)
 		fail("the key as an sf-string is refused", key);
 	if (strcmp(back, key) != 0)
 		fail("the key as an sf-string parses differently", key);
@@ -85,7 +65,7 @@ round_trip(const char *key)
 	n = strlen(key);
 	if (key[0] == ' ' || key[n - 1] == ' ' || key[0] == '"')
 		return;
-	if (parse(key, n, back, sizeof(back)) == IDEM_KEY_OK &&
+	if (fuzz_key_parse(key, n, back, sizeof(back)) == IDEM_KEY_OK &&
 	    strcmp(back, key) != 0)
 		fail("the key written bare is another key", key);
 }
@@ -98,7 +78,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int	 rc;
 
 	memset(key, 'x', sizeof(key));
-	rc = parse((const char *)data, size, key, sizeof(key));
+	rc = fuzz_key_parse((const char *)data, size, key, sizeof(key));
 	if (rc == IDEM_KEY_OK) {
 		check_key(key, IDEM_KEY_MAX);
 		round_trip(key);
@@ -116,7 +96,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((small = malloc(smalllen)) == NULL)
 		abort();
 	memset(small, 'x', smalllen);
-	if (parse((const char *)data, size, small, smalllen) == IDEM_KEY_OK) {
+	if (fuzz_key_parse((const char *)data, size, small, smalllen) ==
+	    IDEM_KEY_OK) {
 		check_key(small, smalllen - 1);
 		if (rc != IDEM_KEY_OK || strcmp(small, key) != 0)
 			fail("a small buffer gives a different key", small);

@@ -33,16 +33,9 @@
 #include <strings.h>
 
 #include "internal.h"
+#include "fuzz.h"
 #include "routes.h"
-
-static int
-not_zzz(yajl_val v, char *why, size_t whylen)
-{
-	if (strcmp(v->u.string, "zzz") != 0)
-		return 0;
-	snprintf(why, whylen, "is not a currency");
-	return -1;
-}
+#include "../unit/stubs.h"
 
 static const struct idem_member meta_value = { .name = "*",
 	.type = IDEM_T_STRING, .max = 500 };
@@ -63,8 +56,6 @@ static const struct idem_body payment = { (const struct idem_member[]){
 	{ .name = "tags", .type = IDEM_T_ARRAY, .flags = IDEM_UNIQUE,
 	  .min = 1, .max = 3, .items = &tag },
 	{ .name = NULL } }, 0, NULL, 0, 0 };
-
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void
 fail(const char *what, const char *s, size_t n)
@@ -119,17 +110,10 @@ request_line(const char *line, size_t len)
 static int
 key(const char *value, size_t len, char *out, size_t outlen)
 {
-	char	*copy;
 	size_t	 i, n;
 	int	 rc;
 
-	/* Exact size, no NUL after it: a read beyond len is caught. */
-	if ((copy = malloc(len > 0 ? len : 1)) == NULL)
-		abort();
-	if (len > 0)
-		memcpy(copy, value, len);
-	rc = idem_key_parse(copy, len, out, outlen);
-	free(copy);
+	rc = fuzz_key_parse(value, len, out, outlen);
 	if (rc == IDEM_KEY_OK) {
 		n = strnlen(out, outlen);
 		if (n == 0 || n > IDEM_KEY_MAX || n >= outlen)

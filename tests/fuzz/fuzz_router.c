@@ -22,9 +22,8 @@
 #include <string.h>
 
 #include "internal.h"
+#include "fuzz.h"
 #include "routes.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 
 static void

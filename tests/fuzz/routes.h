@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "../unit/stubs.h"
 
 static const struct fuzz_route {
 	const char	*method, *pattern;
@@ -23,14 +24,6 @@ static const struct fuzz_route {
 };
 #define FUZZ_NROUTES	(sizeof(fuzz_routes) / sizeof(fuzz_routes[0]))
 
-static int
-fuzz_handler(idem_req *req, void *arg)
-{
-	(void)req;
-	(void)arg;
-	return 0;
-}
-
 /* Add the table to r (each route's arg: its entry); aborts on failure. */
 static void
 fuzz_routes_add(struct idem_router *r)
@@ -39,7 +32,7 @@ fuzz_routes_add(struct idem_router *r)
 
 	for (i = 0; i < FUZZ_NROUTES; i++)
 		if (idem_router_add(r, fuzz_routes[i].method,
-		    fuzz_routes[i].pattern, 0, fuzz_handler,
+		    fuzz_routes[i].pattern, 0, nop,
 		    (void *)(uintptr_t)&fuzz_routes[i]) == -1)
 			abort();
 }

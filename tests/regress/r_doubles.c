@@ -20,6 +20,7 @@
 
 #include "idem_test.h"
 #include "tap.h"
+#include "userconf.h"
 
 #define TRACE		"0af7651916cd43dd8448eb211c80319c"
 #define TRACEPARENT	"00-" TRACE "-b7ad6b7169203331-01"
@@ -145,25 +146,6 @@ chunked_post(const char *url)
 		rc = 0;
 	close(fd);
 	return rc;
-}
-
-static void
-config(char *path, size_t len, const char *conninfo)
-{
-	const char	*tmp = getenv("TMPDIR");
-	FILE		*f;
-	int		 fd;
-
-	snprintf(path, len, "%s/idem-doubles-XXXXXX",
-	    tmp != NULL && *tmp != '\0' ? tmp : P_tmpdir);
-	if ((fd = mkstemp(path)) == -1 || (f = fdopen(fd, "w")) == NULL) {
-		printf("Bail out! cannot write a config\n");
-		exit(1);
-	}
-	fprintf(f, "[server]\nthreads = 2\nlog_level = info\n"
-	    "[database]\nconninfo = %s\npool_size = 2\n"
-	    "[webhooks]\nallow_private = on\n", conninfo);
-	fclose(f);
 }
 
 static void
@@ -327,16 +309,14 @@ log_tests(struct idem_test *t)
 int
 main(void)
 {
-	const char		*conninfo = getenv("IDEM_REGRESS_CONNINFO");
+	const char		*conninfo = userconf_conninfo();
 	struct idem_test	*t;
 	idem_app		*app;
 	char			 conf[256], err[256];
 
-	if (conninfo == NULL || *conninfo == '\0') {
-		printf("1..0 # SKIP IDEM_REGRESS_CONNINFO is not set\n");
-		return 0;
-	}
-	config(conf, sizeof(conf), conninfo);
+	userconf_write(conf, sizeof(conf), "doubles", "[server]\nthreads = 2\n"
+	    "log_level = info\n[database]\nconninfo = %s\npool_size = 2\n"
+	    "[webhooks]\nallow_private = on\n", conninfo);
 	if ((stub = idem_test_http_new(err, sizeof(err))) == NULL) {
 		printf("Bail out! idem_test_http_new: %s\n", err);
 		return 1;

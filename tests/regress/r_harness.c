@@ -16,8 +16,12 @@
 
 #include "idem_test.h"
 #include "tap.h"
+#include "userconf.h"
 
 #define BIG	(300 * 1024)	/* over a record (64 KiB) and a socket buffer */
+/* The harness's configuration: the conninfo, then more lines. */
+#define CONF	"[server]\nthreads = 2\nlog_level = error\n[database]\n" \
+	"conninfo = %s\npool_size = 2\n%s"
 
 /* How often echo ran: the 413 below must not reach it. */
 static int echo_calls;
@@ -70,28 +74,10 @@ racer(void *arg)
 	return (void *)good;
 }
 
-static void
-config(char *path, size_t len, const char *conninfo, const char *extra)
-{
-	const char	*tmp = getenv("TMPDIR");
-	FILE		*f;
-	int		 fd;
-
-	snprintf(path, len, "%s/idem-harness-XXXXXX",
-	    tmp != NULL && *tmp != '\0' ? tmp : P_tmpdir);
-	if ((fd = mkstemp(path)) == -1 || (f = fdopen(fd, "w")) == NULL) {
-		printf("Bail out! cannot write a config\n");
-		exit(1);
-	}
-	fprintf(f, "[server]\nthreads = 2\nlog_level = error\n"
-	    "[database]\nconninfo = %s\npool_size = 2\n%s", conninfo, extra);
-	fclose(f);
-}
-
 int
 main(void)
 {
-	const char		*conninfo = getenv("IDEM_REGRESS_CONNINFO");
+	const char		*conninfo = userconf_conninfo();
 	struct idem_test	*t;
 	struct idem_test_resp	*r;
 	idem_app		*app, *bad;
@@ -102,12 +88,9 @@ main(void)
 	const char		*b;
 	size_t			 len;
 
-	if (conninfo == NULL || *conninfo == '\0') {
-		printf("1..0 # SKIP IDEM_REGRESS_CONNINFO is not set\n");
-		return 0;
-	}
-	config(conf, sizeof(conf), conninfo, "");
-	config(badconf, sizeof(badconf), conninfo, "[nosuch]\nkey = 1\n");
+	userconf_write(conf, sizeof(conf), "harness", CONF, conninfo, "");
+	userconf_write(badconf, sizeof(badconf), "harness", CONF, conninfo,
+	    "[nosuch]\nkey = 1\n");
 
 	/* A configuration the program would refuse, the harness refuses. */
 	if ((bad = idem_app_new("r_harness")) == NULL)

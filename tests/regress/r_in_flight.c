@@ -25,7 +25,7 @@ int
 main(void)
 {
 	struct rg_resp	 a;
-	char		 h[64], v[64];
+	char		 h[64];
 
 	rg_setup("r_in_flight", rg_things_routes);
 	rg_key(key, sizeof(key), "a");
@@ -39,9 +39,7 @@ main(void)
 	    "problem type idempotency-key-in-flight");
 	TAP_STREQ(rg_header(&dup, "Retry-After", h, sizeof(h)) ? h : "", "1",
 	    "Retry-After: 1");
-	TAP_STREQ(rg_scalar("SELECT count(*) FROM regress_things WHERE "
-	    "api_key_id = $1", rg_tenant(), v, sizeof(v)), "1",
-	    "one row: the duplicate did not run");
+	TAP_OK(rg_things() == 1, "one row: the duplicate did not run");
 	rg_resp_free(&a);
 	rg_resp_free(&dup);
 	rg_teardown();

@@ -176,6 +176,20 @@ count_events(const char *where, char *v, size_t len)
 	return rg_scalar(sql, rg_tenant(), v, len);
 }
 
+/* The first event's request again under key: its ids, still one event. */
+static void
+same_event(const char *key, const char *first, const char *ids,
+    const char *one)
+{
+	struct rg_resp	 r;
+	char		 v[32];
+
+	TAP_OK(rg_request("POST", "/events", key, "{\"note\":\"one\"}", &r) ==
+	    0 && r.status == 201 && strstr(r.body, first) != NULL, "%s", ids);
+	rg_resp_free(&r);
+	TAP_STREQ(count_events("", v, sizeof(v)), "1", "%s", one);
+}
+
 int
 main(void)
 {
@@ -257,22 +271,14 @@ main(void)
 	    "one pending delivery, to the subscribed endpoint only");
 
 	/* A replay enqueues nothing. */
-	TAP_OK(rg_request("POST", "/events", key, "{\"note\":\"one\"}", &r) ==
-	    0 && r.status == 201 && strstr(r.body, first) != NULL,
-	    "the replay answers the same ids");
-	rg_resp_free(&r);
-	TAP_STREQ(count_events("", v, sizeof(v)), "1",
+	same_event(key, first, "the replay answers the same ids",
 	    "a replay enqueues nothing");
 
 	/* Run again after its key is gone: the same id, still one event. */
 	rg_scalar("DELETE FROM idempotency_keys WHERE key = $1 RETURNING 1",
 	    key, v, sizeof(v));
-	TAP_OK(rg_request("POST", "/events", key, "{\"note\":\"one\"}", &r) ==
-	    0 && r.status == 201 && strstr(r.body, first) != NULL,
-	    "executed again after its key was evicted: the same event id");
-	rg_resp_free(&r);
-	TAP_STREQ(count_events("", v, sizeof(v)), "1",
-	    "and no second event");
+	same_event(key, first, "executed again after its key was evicted: "
+	    "the same event id", "and no second event");
 
 	/* Two events of one type in one request: two ids. */
 	TAP_OK(rg_request("POST", "/events", rg_key(k2, sizeof(k2), "e2"),

@@ -12,7 +12,7 @@ int
 main(void)
 {
 	struct rg_resp	 a, b;
-	char		 key[96], h[64], v[64];
+	char		 key[96], h[64];
 
 	rg_setup("r_replay", rg_things_routes);
 	rg_key(key, sizeof(key), "a");
@@ -26,9 +26,7 @@ main(void)
 	    h : "", "true", "Idempotent-Replayed: true");
 	TAP_STREQ(rg_header(&b, "Location", h, sizeof(h)) ? h : "",
 	    "/things/x", "the handler's header is replayed");
-	TAP_STREQ(rg_scalar("SELECT count(*) FROM regress_things WHERE "
-	    "api_key_id = $1", rg_tenant(), v, sizeof(v)), "1",
-	    "the handler ran once");
+	TAP_OK(rg_things() == 1, "the handler ran once");
 	rg_resp_free(&a);
 	rg_resp_free(&b);
 	rg_teardown();

@@ -28,9 +28,7 @@ main(void)
 	    0 && b.status == 201, "the retry: 201 (got %d)", b.status);
 	TAP_STREQ(b.body, "{\"resumed\":true}",
 	    "it resumed at the recovery point");
-	TAP_STREQ(rg_scalar("SELECT count(*) FROM regress_things WHERE "
-	    "api_key_id = $1", rg_tenant(), v, sizeof(v)), "1",
-	    "the committed phase ran once");
+	TAP_OK(rg_things() == 1, "the committed phase ran once");
 	TAP_STREQ(rg_scalar("SELECT state FROM idempotency_keys WHERE "
 	    "key = $1", key, v, sizeof(v)), "completed", "completed");
 	rg_resp_free(&a);

@@ -12,7 +12,7 @@ int
 main(void)
 {
 	struct rg_resp	 a, b;
-	char		 key[96], v[64];
+	char		 key[96];
 
 	rg_setup("r_reused", rg_things_routes);
 	rg_key(key, sizeof(key), "a");
@@ -23,9 +23,7 @@ main(void)
 	    b.status);
 	TAP_OK(strstr(b.body, "/idempotency-key-reused\"") != NULL,
 	    "problem type idempotency-key-reused: %s", b.body);
-	TAP_STREQ(rg_scalar("SELECT count(*) FROM regress_things WHERE "
-	    "api_key_id = $1", rg_tenant(), v, sizeof(v)), "1",
-	    "the second request did not run");
+	TAP_OK(rg_things() == 1, "the second request did not run");
 	rg_resp_free(&a);
 	rg_resp_free(&b);
 	rg_teardown();

@@ -162,6 +162,16 @@ rg_scalar(const char *sql, const char *param, char *buf, size_t len)
 	return buf;
 }
 
+int
+rg_things(void)
+{
+	char	v[32];
+
+	rg_scalar("SELECT count(*) FROM regress_things WHERE api_key_id = $1",
+	    rg_tenant(), v, sizeof(v));
+	return v[0] != '\0' ? atoi(v) : -1;
+}
+
 const char *
 rg_pool_scalar(const char *sql, char *buf, size_t len,
     unsigned *nprepared)

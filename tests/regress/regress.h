@@ -61,6 +61,8 @@ const char	*rg_scalar(const char *sql, const char *param, char *buf,
  */
 const char	*rg_pool_scalar(const char *sql, char *buf, size_t len,
 		    unsigned *nprepared);
+/* How many rows of regress_things the test's tenant has (-1: none read). */
+int		 rg_things(void);
 void		 rg_teardown(void);
 
 /*

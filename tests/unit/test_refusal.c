@@ -8,15 +8,8 @@
 #include <string.h>
 
 #include "private.h"
+#include "stubs.h"
 #include "tap.h"
-
-static int
-nop(idem_req *req, void *arg)
-{
-	(void)req;
-	(void)arg;
-	return 0;
-}
 
 static const struct idem_body body = { (const struct idem_member[]){
 	{ .name = NULL } }, 0, NULL, 0, 0 };
@@ -28,19 +21,25 @@ static const struct idem_response twice[] = { { 200, NULL, 0, NULL },
 static const char *const unknown[] = { "nope", NULL };
 static const char *const library[] = { "not-found", NULL };
 
-/* The refused calls: each returns what the call returned. */
-static int route_lower(idem_app *a)
-{ return idem_app_route(a, "get", "/x", 0, nop, NULL); }
-static int route_twice(idem_app *a)
-{ return idem_app_route(a, "GET", "/a", 0, nop, NULL); }
-static int route_dots(idem_app *a)
-{ return idem_app_route(a, "GET", "/x/../y", 0, nop, NULL); }
-static int route_relative(idem_app *a)
-{ return idem_app_route(a, "GET", "x", 0, nop, NULL); }
-static int route_param_twice(idem_app *a)
-{ return idem_app_route(a, "GET", "/x/:id/:id", 0, nop, NULL); }
-static int route_no_handler(idem_app *a)
-{ return idem_app_route(a, "GET", "/x", 0, NULL, NULL); }
+/* The refused routes: idem_app_route() with each, then its reason. */
+static const struct {
+	const char	*method, *pattern;
+	int		(*fn)(idem_req *, void *);
+	const char	*why;
+} routes[] = {
+	{ "get", "/x", nop, "idem_app_route(get /x): the method must be 1 to "
+	    "32 upper-case letters" },
+	{ "GET", "/a", nop, "idem_app_route(GET /a): registered already" },
+	{ "GET", "/x/../y", nop, "idem_app_route(GET /x/../y): the pattern "
+	    "has a '.' or '..' segment" },
+	{ "GET", "x", nop, "idem_app_route(GET x): the pattern must start "
+	    "with '/'" },
+	{ "GET", "/x/:id/:id", nop, "idem_app_route(GET /x/:id/:id): a "
+	    "parameter's name is used twice" },
+	{ "GET", "/x", NULL, "idem_app_route(GET /x): no handler" },
+};
+
+/* The other refused calls: each returns what the call returned. */
 static int key_builtin(idem_app *a)
 { return idem_app_config_key(a, "server", "mine"); }
 static int key_empty(idem_app *a)
@@ -66,6 +65,37 @@ static int webhook_bad_type(idem_app *a)
 static int problem_status(idem_app *a)
 { return idem_app_problem(a, "mine", 302, "Mine", NULL); }
 
+/* A new application with GET /a, POST /j and "declined", which has
+ * refused nothing yet; NULL (a failed check) when it cannot be made. */
+static idem_app *
+fresh(unsigned long row)
+{
+	idem_app	*app = idem_app_new("t");
+
+	if (app == NULL ||
+	    idem_app_route(app, "GET", "/a", 0, nop, NULL) != 0 ||
+	    idem_app_route(app, "POST", "/j", IDEM_ROUTE_JSON, nop,
+	    NULL) != 0 ||
+	    idem_app_problem(app, "declined", 402, "Declined", NULL) < 0) {
+		TAP_OK(0, "row %lu: the application (%s)", row,
+		    app ? idem_app_error(app) : "");
+		idem_app_free(app);
+		return NULL;
+	}
+	TAP_STREQ(idem_app_error(app), "", "row %lu: no refusal before", row);
+	return app;
+}
+
+/* The call returned rc: -1, and app's error starts with why. */
+static void
+refused(idem_app *app, unsigned long row, int rc, const char *why)
+{
+	TAP_OK(rc == -1 && strncmp(idem_app_error(app), why,
+	    strlen(why)) == 0, "row %lu: -1, %s (got %d, \"%s\")", row, why,
+	    rc, idem_app_error(app));
+	idem_app_free(app);
+}
+
 int
 main(void)
 {
@@ -73,16 +103,6 @@ main(void)
 		int		(*call)(idem_app *);
 		const char	*why;	/* the reason's start, after the call */
 	} rows[] = {
-		{ route_lower, "idem_app_route(get /x): the method must be 1 "
-		    "to 32 upper-case letters" },
-		{ route_twice, "idem_app_route(GET /a): registered already" },
-		{ route_dots, "idem_app_route(GET /x/../y): the pattern has a "
-		    "'.' or '..' segment" },
-		{ route_relative, "idem_app_route(GET x): the pattern must "
-		    "start with '/'" },
-		{ route_param_twice, "idem_app_route(GET /x/:id/:id): a "
-		    "parameter's name is used twice" },
-		{ route_no_handler, "idem_app_route(GET /x): no handler" },
 		{ key_builtin, "idem_app_config_key([server] mine): the "
 		    "section is the library's" },
 		{ key_empty, "idem_app_config_key([mine] ): the section and "
@@ -109,29 +129,15 @@ main(void)
 		    "must be 400 to 599" },
 	};
 	idem_app	*app;
-	size_t		 i;
-	int		 rc;
+	size_t		 i, n = sizeof(routes) / sizeof(routes[0]);
 
-	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		app = idem_app_new("t");
-		if (app == NULL ||
-		    idem_app_route(app, "GET", "/a", 0, nop, NULL) != 0 ||
-		    idem_app_route(app, "POST", "/j", IDEM_ROUTE_JSON, nop,
-		    NULL) != 0 ||
-		    idem_app_problem(app, "declined", 402, "Declined",
-		    NULL) < 0) {
-			TAP_OK(0, "row %lu: the application (%s)",
-			    (unsigned long)i, app ? idem_app_error(app) : "");
-			idem_app_free(app);
-			continue;
-		}
-		TAP_STREQ(idem_app_error(app), "", "row %lu: no refusal before",
-		    (unsigned long)i);
-		rc = rows[i].call(app);
-		TAP_OK(rc == -1 && strncmp(idem_app_error(app), rows[i].why,
-		    strlen(rows[i].why)) == 0, "row %lu: -1, %s (got %d, \"%s\")",
-		    (unsigned long)i, rows[i].why, rc, idem_app_error(app));
-		idem_app_free(app);
-	}
+	for (i = 0; i < n; i++)
+		if ((app = fresh(i)) != NULL)
+			refused(app, i, idem_app_route(app, routes[i].method,
+			    routes[i].pattern, 0, routes[i].fn, NULL),
+			    routes[i].why);
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		if ((app = fresh(n + i)) != NULL)
+			refused(app, n + i, rows[i].call(app), rows[i].why);
 	return TAP_DONE();
 }

@@ -8,17 +8,10 @@
 #include <string.h>
 
 #include "internal.h"
+#include "stubs.h"
 #include "tap.h"
 
 static int	 a1, a2, a3, a4, a5;	/* their addresses tell routes apart */
-
-static int
-h(idem_req *req, void *arg)
-{
-	(void)req;
-	(void)arg;
-	return 0;
-}
 
 static int
 h2(idem_req *req, void *arg)
@@ -96,54 +89,51 @@ empty_result(void)
 static void
 test_add(void)
 {
+	static const struct {
+		const char	*method, *pattern;
+		int		(*fn)(idem_req *, void *);
+		const char	*what;
+	} refused[] = {
+		{ "GET", "/a", NULL, "NULL handler" },
+		{ "get", "/a", nop, "lowercase method" },
+		{ "", "/a", nop, "empty method" },
+		{ "GET POST", "/a", nop, "method with a space" },
+		{ NULL, "/a", nop, "NULL method" },
+		{ "GET", NULL, nop, "NULL pattern" },
+		{ "GET", "a", nop, "pattern without leading /" },
+		{ "GET", "", nop, "empty pattern" },
+		{ "GET", "/a/:", nop, "unnamed parameter" },
+		{ "GET", "/a/:b-c", nop, "parameter name with '-'" },
+		{ "GET", "/a/:x/:x", nop, "duplicate parameter name" },
+		{ "GET", "/a/../b", nop, "'..' segment" },
+		{ "GET", "/a/./b", nop, "'.' segment" },
+	};
 	struct idem_router	 r = { NULL, 0 };
 	char			 pat[256];
+	size_t			 j;
 	int			 i;
 
-	TAP_OK(idem_router_add(&r, "GET", "/a", 0, NULL, NULL) == -1,
-	    "NULL handler refused");
-	TAP_OK(idem_router_add(&r, "get", "/a", 0, h, NULL) == -1,
-	    "lowercase method refused");
-	TAP_OK(idem_router_add(&r, "", "/a", 0, h, NULL) == -1,
-	    "empty method refused");
-	TAP_OK(idem_router_add(&r, "GET POST", "/a", 0, h, NULL) == -1,
-	    "method with a space refused");
-	TAP_OK(idem_router_add(&r, NULL, "/a", 0, h, NULL) == -1,
-	    "NULL method refused");
-	TAP_OK(idem_router_add(&r, "GET", NULL, 0, h, NULL) == -1,
-	    "NULL pattern refused");
-	TAP_OK(idem_router_add(&r, "GET", "a", 0, h, NULL) == -1,
-	    "pattern without leading / refused");
-	TAP_OK(idem_router_add(&r, "GET", "", 0, h, NULL) == -1,
-	    "empty pattern refused");
-	TAP_OK(idem_router_add(&r, "GET", "/a/:", 0, h, NULL) == -1,
-	    "unnamed parameter refused");
-	TAP_OK(idem_router_add(&r, "GET", "/a/:b-c", 0, h, NULL) == -1,
-	    "parameter name with '-' refused");
-	TAP_OK(idem_router_add(&r, "GET", "/a/:x/:x", 0, h, NULL) == -1,
-	    "duplicate parameter name refused");
-	TAP_OK(idem_router_add(&r, "GET", "/a/../b", 0, h, NULL) == -1,
-	    "'..' segment refused");
-	TAP_OK(idem_router_add(&r, "GET", "/a/./b", 0, h, NULL) == -1,
-	    "'.' segment refused");
+	for (j = 0; j < sizeof(refused) / sizeof(refused[0]); j++)
+		TAP_OK(idem_router_add(&r, refused[j].method, refused[j].pattern,
+		    0, refused[j].fn, NULL) == -1, "%s refused", refused[j].what);
 	TAP_OK(r.nroutes == 0 && r.routes == NULL, "nothing registered yet");
 
-	TAP_OK(idem_router_add(&r, "GET", "/:a/:b/:c/:d/:e/:f/:g/:h", 0, h,
+	TAP_OK(idem_router_add(&r, "GET", "/:a/:b/:c/:d/:e/:f/:g/:h", 0, nop,
 	    NULL) == 0, "8 parameters accepted");
-	TAP_OK(idem_router_add(&r, "GET", "/:a/:b/:c/:d/:e/:f/:g/:h/:i", 0, h,
+	TAP_OK(idem_router_add(&r, "GET", "/:a/:b/:c/:d/:e/:f/:g/:h/:i", 0, nop,
 	    NULL) == -1, "9 parameters refused");
 	pat[0] = '\0';
 	for (i = 0; i < 32; i++)
 		strcat(pat, "/s");
-	TAP_OK(idem_router_add(&r, "GET", pat, 0, h, NULL) == 0,
+	TAP_OK(idem_router_add(&r, "GET", pat, 0, nop, NULL) == 0,
 	    "32 segments accepted");
 	strcat(pat, "/s");
-	TAP_OK(idem_router_add(&r, "GET", pat, 0, h, NULL) == -1,
+	TAP_OK(idem_router_add(&r, "GET", pat, 0, nop, NULL) == -1,
 	    "33 segments refused");
-	TAP_OK(idem_router_add(&r, "GET", "/x", 0, h, NULL) == 0 &&
+	TAP_OK(idem_router_add(&r, "GET", "/x", 0, nop, NULL) == 0 &&
 	    idem_router_add(&r, "GET", "/x", 0, h2, NULL) == -1,
 	    "same method and pattern twice refused");
-	TAP_OK(idem_router_add(&r, "POST", "/x", 0, h, NULL) == 0,
+	TAP_OK(idem_router_add(&r, "POST", "/x", 0, nop, NULL) == 0,
 	    "same pattern, other method accepted");
 	TAP_OK(r.nroutes == 4, "four routes registered");
 
@@ -167,13 +157,13 @@ test_add(void)
 static void
 test_match(void)
 {
-	TAP_OK(idem_router_add(&rt, "GET", "/health", IDEM_ROUTE_PUBLIC, h,
+	TAP_OK(idem_router_add(&rt, "GET", "/health", IDEM_ROUTE_PUBLIC, nop,
 	    &a1) == 0 &&
 	    idem_router_add(&rt, "POST", "/v1/payments",
-	    IDEM_ROUTE_IDEMPOTENT | IDEM_ROUTE_JSON, h, &a2) == 0 &&
-	    idem_router_add(&rt, "GET", "/v1/payments/:id", 0, h, &a3) == 0 &&
-	    idem_router_add(&rt, "PUT", "/v1/payments/:id", 0, h, &a4) == 0 &&
-	    idem_router_add(&rt, "GET", "/", 0, h, &a5) == 0,
+	    IDEM_ROUTE_IDEMPOTENT | IDEM_ROUTE_JSON, nop, &a2) == 0 &&
+	    idem_router_add(&rt, "GET", "/v1/payments/:id", 0, nop, &a3) == 0 &&
+	    idem_router_add(&rt, "PUT", "/v1/payments/:id", 0, nop, &a4) == 0 &&
+	    idem_router_add(&rt, "GET", "/", 0, nop, &a5) == 0,
 	    "register routes");
 
 	/* static */
@@ -286,7 +276,7 @@ test_multi(void)
 	struct idem_router	 r = { NULL, 0 };
 
 	TAP_OK(idem_router_add(&r, "GET", "/t/:tenant/orders/:order/items/:n",
-	    0, h, &a1) == 0, "register 3-param route");
+	    0, nop, &a1) == 0, "register 3-param route");
 	FOUND(&r, "GET", "/t/acme/orders/o-1/items/3", &a1);
 	TAP_OK(params.n == 3, "  three params");
 	PARAM(0, "tenant", "acme");
@@ -299,21 +289,21 @@ test_multi(void)
 	NOT_FOUND(&r, "GET", "/t/../orders/o-1/items/3");
 
 	/* a trailing-slash pattern matches only with the slash */
-	TAP_OK(idem_router_add(&r, "GET", "/dir/", 0, h, &a2) == 0,
+	TAP_OK(idem_router_add(&r, "GET", "/dir/", 0, nop, &a2) == 0,
 	    "register /dir/");
 	FOUND(&r, "GET", "/dir/", &a2);
 	NOT_FOUND(&r, "GET", "/dir");
 	NOT_FOUND(&r, "GET", "/dir//");
 
 	/* a literal ':' inside a segment is literal */
-	TAP_OK(idem_router_add(&r, "POST", "/v1/jobs/run:now", 0, h, &a3) == 0,
-	    "register literal with ':'");
+	TAP_OK(idem_router_add(&r, "POST", "/v1/jobs/run:now", 0, nop,
+	    &a3) == 0, "register literal with ':'");
 	FOUND(&r, "POST", "/v1/jobs/run:now", &a3);
 	TAP_OK(params.n == 0, "  no params");
 	NOT_FOUND(&r, "POST", "/v1/jobs/run:later");
 
 	/* 8 params all filled, names NUL-terminated */
-	TAP_OK(idem_router_add(&r, "GET", "/:a/:b/:c/:d/:e/:f/:g/:hh", 0, h,
+	TAP_OK(idem_router_add(&r, "GET", "/:a/:b/:c/:d/:e/:f/:g/:hh", 0, nop,
 	    &a4) == 0, "register 8-param route");
 	FOUND(&r, "GET", "/1/2/3/4/5/6/7/8", &a4);
 	TAP_OK(params.n == 8, "  eight params");
@@ -329,11 +319,11 @@ test_allow(void)
 	struct idem_router	 r = { NULL, 0 };
 	char			 small[8];
 
-	TAP_OK(idem_router_add(&r, "GET", "/items/:id", 0, h, &a1) == 0 &&
-	    idem_router_add(&r, "DELETE", "/items/:id", 0, h, &a2) == 0 &&
-	    idem_router_add(&r, "GET", "/items/new", 0, h, &a3) == 0 &&
-	    idem_router_add(&r, "POST", "/items/new", 0, h, &a4) == 0 &&
-	    idem_router_add(&r, "PATCH", "/other", 0, h, &a5) == 0,
+	TAP_OK(idem_router_add(&r, "GET", "/items/:id", 0, nop, &a1) == 0 &&
+	    idem_router_add(&r, "DELETE", "/items/:id", 0, nop, &a2) == 0 &&
+	    idem_router_add(&r, "GET", "/items/new", 0, nop, &a3) == 0 &&
+	    idem_router_add(&r, "POST", "/items/new", 0, nop, &a4) == 0 &&
+	    idem_router_add(&r, "PATCH", "/other", 0, nop, &a5) == 0,
 	    "register allow routes");
 	ALLOWS(&r, "PUT", "/items/new", "GET, HEAD, DELETE, POST");
 	ALLOWS(&r, "PUT", "/items/7", "GET, HEAD, DELETE");
@@ -369,8 +359,8 @@ test_priority(void)
 	struct idem_router	 r = { NULL, 0 };
 
 	/* literal first: it wins for its path, the param takes the rest */
-	TAP_OK(idem_router_add(&r, "GET", "/items/new", 0, h, &a1) == 0 &&
-	    idem_router_add(&r, "GET", "/items/:id", 0, h, &a2) == 0,
+	TAP_OK(idem_router_add(&r, "GET", "/items/new", 0, nop, &a1) == 0 &&
+	    idem_router_add(&r, "GET", "/items/:id", 0, nop, &a2) == 0,
 	    "register literal then param");
 	FOUND(&r, "GET", "/items/new", &a1);
 	TAP_OK(params.n == 0, "  literal route has no params");
@@ -379,13 +369,13 @@ test_priority(void)
 	idem_router_free(&r);
 
 	/* param first: it shadows the literal */
-	TAP_OK(idem_router_add(&r, "GET", "/items/:id", 0, h, &a2) == 0 &&
-	    idem_router_add(&r, "GET", "/items/new", 0, h, &a1) == 0,
+	TAP_OK(idem_router_add(&r, "GET", "/items/:id", 0, nop, &a2) == 0 &&
+	    idem_router_add(&r, "GET", "/items/new", 0, nop, &a1) == 0,
 	    "register param then literal");
 	FOUND(&r, "GET", "/items/new", &a2);
 	PARAM(0, "id", "new");
 	/* two param shapes: the first registered one names the param */
-	TAP_OK(idem_router_add(&r, "GET", "/items/:other", 0, h, &a3) == 0,
+	TAP_OK(idem_router_add(&r, "GET", "/items/:other", 0, nop, &a3) == 0,
 	    "register second param shape");
 	FOUND(&r, "GET", "/items/x", &a2);
 	PARAM(0, "id", "x");
@@ -401,7 +391,7 @@ test_limits(void)
 	size_t			 i;
 	int			 ok = 1;
 
-	TAP_OK(idem_router_add(&r, "GET", "/p/:x", 0, h, &a1) == 0,
+	TAP_OK(idem_router_add(&r, "GET", "/p/:x", 0, nop, &a1) == 0,
 	    "register /p/:x");
 	if ((p = malloc(100000 + 1)) == NULL)
 		return;
@@ -424,7 +414,7 @@ test_limits(void)
 	for (i = 0; i < 31; i++)
 		strcat(pat, "/s");
 	strcat(pat, "/:last");
-	TAP_OK(idem_router_add(&r, "GET", pat, 0, h, &a2) == 0,
+	TAP_OK(idem_router_add(&r, "GET", pat, 0, nop, &a2) == 0,
 	    "register 32-segment pattern");
 	pat[0] = '\0';
 	for (i = 0; i < 32; i++)
@@ -441,7 +431,7 @@ test_limits(void)
 	/* many routes: the array grows and earlier ones still match */
 	for (i = 0; i < 200 && ok; i++) {
 		snprintf(pat, sizeof(pat), "/many/%zu/:v", i);
-		ok = idem_router_add(&r, "GET", pat, 0, h, &a3) == 0;
+		ok = idem_router_add(&r, "GET", pat, 0, nop, &a3) == 0;
 	}
 	TAP_OK(ok && r.nroutes == 202, "200 more routes registered");
 	FOUND(&r, "GET", "/many/0/zero", &a3);

@@ -10,16 +10,8 @@
 
 #include "private.h"
 #include "outbox.h"
+#include "stubs.h"
 #include "tap.h"
-
-static int
-not_zzz(yajl_val v, char *why, size_t whylen)
-{
-	if (strcmp(v->u.string, "zzz") != 0)
-		return 0;
-	snprintf(why, whylen, "must not be zzz");
-	return -1;
-}
 
 static const char *const colours[] = { "red", "green", NULL };
 
@@ -378,12 +370,31 @@ test_phases(void)
 
 /* --- the OpenAPI document of a small app ------------------------------- */
 
-static int
-nop(idem_req *req, void *arg)
+/* app's OpenAPI document (its JSON in *j), checked to hold each of the n
+ * strings of want; NULL when there is none. */
+static const char *
+openapi_has(idem_app *app, idem_json **j, size_t *len,
+    const char *const *want, size_t n)
 {
-	(void)req;
-	(void)arg;
-	return 0;
+	const char	*doc;
+	size_t		 i;
+
+	*j = idem_openapi(app);
+	doc = idem_json_buf(*j, len);
+	TAP_OK(doc != NULL, "openapi: a document");
+	for (i = 0; doc != NULL && i < n; i++)
+		TAP_OK(strstr(doc, want[i]) != NULL, "openapi has %s", want[i]);
+	return doc;
+}
+
+/* The document shown when a check failed; then it and app freed. */
+static void
+openapi_done(idem_app *app, idem_json *j, const char *doc, size_t len)
+{
+	if (tap_failed && doc != NULL)
+		printf("# %.*s\n", (int)len, doc);
+	idem_json_free(j);
+	idem_app_free(app);
 }
 
 static void
@@ -421,7 +432,7 @@ test_openapi(void)
 	idem_json	*j;
 	const char	*doc;
 	char		 err[256];
-	size_t		 i, len;
+	size_t		 len;
 
 	TAP_OK(app != NULL && idem_cfg_parse(&app->cfg, "t.ini", conf,
 	    sizeof(conf) - 1, err, sizeof(err)) == 0, "openapi: a config (%s)",
@@ -435,21 +446,14 @@ test_openapi(void)
 	    idem_app_route_body(app, "GET", "/z", &schema) == -1 &&
 	    idem_app_route_body(app, "POST", "/nope", &schema) == -1,
 	    "route_body: twice, on a route without JSON, on no route: -1");
-	j = idem_openapi(app);
-	doc = idem_json_buf(j, &len);
-	TAP_OK(doc != NULL, "openapi: a document");
-	for (i = 0; doc != NULL && i < sizeof(want) / sizeof(want[0]); i++)
-		TAP_OK(strstr(doc, want[i]) != NULL, "openapi has %s", want[i]);
+	doc = openapi_has(app, &j, &len, want, sizeof(want) / sizeof(want[0]));
 	/* No servers means "/" in OpenAPI: said, for linters' sake. */
 	TAP_OK(doc != NULL && strstr(doc, "\"servers\":[{\"url\":\"/\"}]") !=
 	    NULL && strstr(doc, "\"license\"") == NULL &&
 	    strstr(doc, "\"webhooks\"") == NULL,
 	    "openapi: servers \"/\", no license nor webhooks unless "
 	    "configured");
-	if (tap_failed && doc != NULL)
-		printf("# %.*s\n", (int)len, doc);
-	idem_json_free(j);
-	idem_app_free(app);
+	openapi_done(app, j, doc, len);
 }
 
 /*
@@ -600,11 +604,7 @@ test_openapi_declared(void)
 	TAP_OK(idem_app_webhook(app, "Order.Placed_v2", "Upper case", &inner) ==
 	    0 && idem_app_webhook(app, long_type, "128 long", &inner) == 0,
 	    "webhook: upper case, 128 characters: declared");
-	j = idem_openapi(app);
-	doc = idem_json_buf(j, &doclen);
-	TAP_OK(doc != NULL, "openapi: a document");
-	for (i = 0; doc != NULL && i < sizeof(want) / sizeof(want[0]); i++)
-		TAP_OK(strstr(doc, want[i]) != NULL, "openapi has %s", want[i]);
+	doc = openapi_has(app, &j, &doclen, want, sizeof(want) / sizeof(want[0]));
 	/* GET /p/:id declares no problem type: no 402 there. */
 	m = doc != NULL ? strstr(doc, "\"/p/{id}\":") : NULL;
 	TAP_OK(m != NULL && strstr(m, "\"402\"") == NULL,
@@ -617,10 +617,7 @@ test_openapi_declared(void)
 	    memmem(m, len, "\"401\"", 5) == NULL &&
 	    memmem(m, len, "\"security\":[]", 13) != NULL,
 	    "openapi: a LOCAL route asks no credentials");
-	if (tap_failed && doc != NULL)
-		printf("# %.*s\n", (int)doclen, doc);
-	idem_json_free(j);
-	idem_app_free(app);
+	openapi_done(app, j, doc, doclen);
 }
 
 /* [server] problem_base: what the config accepts as the types' base. */
