@@ -32,7 +32,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import (run_main, App, api_key, fresh_db, remove_tmp, conf_text, done, free_port,  # noqa: E402
+from direct import (run_main, App, api_key, fresh_db, remove_tmp,  # noqa: E402
+                    conf_text, done, free_port,
                     check, run_args, scrape, wait_for, write)
 from outbox import endpoint, enqueue  # noqa: E402
 from webhook_receiver import Receiver  # noqa: E402

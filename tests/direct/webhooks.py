@@ -27,7 +27,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
 from direct import remove_tmp, run_args, run_main, DEADLINE, WEBHOOKS  # noqa: E402
-from direct import App, acquirer, api_key, body_of, fresh_db, conf_text, done, check, wait_for, write  # noqa: E402
+from direct import (App, acquirer, api_key, body_of, check,  # noqa: E402
+                    conf_text, done, fresh_db, wait_for, write)
 from webhook_receiver import Receiver, verify  # noqa: E402
 
 # The dispatcher's retries (direct.WEBHOOKS), one delivery a batch.  The
@@ -45,7 +46,8 @@ class Run:
         self.acq = acquirer(tmp)
         self.conf = os.path.join(tmp, "app.ini")
         write(self.conf, conf_text(
-            a.pghost, a.pgport, self.db.name, "[payments]\nacquirer_url = %s\n%s"
+            a.pghost, a.pgport, self.db.name,
+            "[payments]\nacquirer_url = %s\n%s"
             % (self.acq.url, WEBHOOKS + BATCH_1)))
         self.secret = api_key(a.builddir, a.srcdir, self.conf, "webhooks")
         self.sock = os.path.join(tmp, "app.sock")
