@@ -28,8 +28,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
 from direct import run_main, run_args, DEADLINE, WEBHOOKS  # noqa: E402
-from direct import (App, acquirer, api_key, body_of, check,  # noqa: E402
-                    conf_text, done, fresh_db, wait_for, write)
+from direct import App, acquirer, api_key, body_of, check  # noqa: E402
+from direct import conf_text, done, fresh_db, wait_for, write  # noqa: E402
 from webhook_receiver import Receiver  # noqa: E402
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
