@@ -18,9 +18,12 @@ import urllib.error
 import urllib.request
 
 # free_port and instrumented are the integration harness's (re-exported
-# for the tests here).
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), "integration"))
+# for the tests here); tests/lib (the webhook receiver, the inbox sender)
+# and tests/lifecycle (the acquirer simulator) follow this folder, whose
+# inbox.py and webhooks.py come first.
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TESTS, "integration"))
+sys.path += [os.path.join(TESTS, "lib"), os.path.join(TESTS, "lifecycle")]
 from harness import Failed, free_port, instrumented  # noqa: E402,F401
 
 N = 0
@@ -29,6 +32,10 @@ APPS = []       # every App started, stopped by run_main at the end
 # How long a condition of a delivery or a request may take to hold: well
 # under a second here, many times slower under a wrapper (valgrind).
 DEADLINE = 30 if not os.environ.get("IDEM_APP_WRAPPER") else 120
+# The dispatcher's retries, small so that a delivery's checks take
+# seconds.
+WEBHOOKS = "[webhooks]\nallow_private = on\ninterval = 100ms\n" \
+    "backoff = 100ms\nbackoff_max = 500ms\ntimeout = 2s\n"
 
 
 class Check:
@@ -76,8 +83,6 @@ def missing(name, why):
     """Check NAME cannot run for a missing tool (WHY): a failure in CI,
     a counted skip elsewhere (tests/lib/missing.py)."""
     global N, FAILED
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))), "lib"))
     from missing import missing_tool
     line, failed = missing_tool(name, why)
     N += 1
@@ -94,6 +99,29 @@ def scratch(a, name):
     db = Db(a.pghost, a.pgport, "idem_%s_%d" % (name, os.getpid()))
     db.sql("CREATE DATABASE %s" % db.name, db="postgres")
     return tmp, db
+
+
+def fresh_db(a, name):
+    """A Db of database NAME on a's cluster, created anew (one a run
+    before left is dropped first)."""
+    db = Db(a.pghost, a.pgport, name)
+    db.sql("DROP DATABASE IF EXISTS %s" % name, db="postgres")
+    db.sql("CREATE DATABASE %s" % name, db="postgres")
+    return db
+
+
+def acquirer(tmp):
+    """The acquirer simulator (tests/acquirer/acquirer.py) started, its
+    log in tmp."""
+    from lcenv import Simulator
+    return Simulator(os.path.join(TESTS, "acquirer", "acquirer.py"),
+                     os.path.join(tmp, "acquirer.log"))
+
+
+def body_of(raw):
+    """The JSON body of a cgi-fcgi answer, or None."""
+    _, _, b = raw.partition(b"\r\n\r\n")
+    return json.loads(b) if b.strip() else None
 
 
 def remove_tmp(tmp, db=None):

@@ -38,17 +38,13 @@ import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(TESTS, "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
 from direct import run_main, run_args, DEADLINE  # noqa: E402
-from direct import App, Db, api_key, conf_text, done, check, wait_for, write  # noqa: E402
+from direct import App, fresh_db, api_key, conf_text, done, check, wait_for, write  # noqa: E402
 from harness import Session, wait_until  # noqa: E402
 from webhook_receiver import Receiver, verify  # noqa: E402
 
-DB = "idem_endpoints"
 MAX = 5
 PATH = "/v1/webhook_endpoints"
 EV = ["payment.succeeded"]
@@ -71,11 +67,9 @@ class Run:
     def __init__(self, a, tmp):
         self.a = a
         self.tmp = tmp
-        self.db = Db(a.pghost, a.pgport, DB)
-        self.db.sql("DROP DATABASE IF EXISTS %s" % DB, db="postgres")
-        self.db.sql("CREATE DATABASE %s" % DB, db="postgres")
+        self.db = fresh_db(a, "idem_endpoints")
         self.conf = os.path.join(tmp, "app.ini")
-        write(self.conf, conf_text(a.pghost, a.pgport, DB, CONF))
+        write(self.conf, conf_text(a.pghost, a.pgport, self.db.name, CONF))
         self.keys = {t: api_key(a.builddir, a.srcdir, self.conf, t)
                      for t in ("alpha", "beta", "gamma", "delta")}
         self.app = App(a.builddir, self.conf, os.path.join(tmp, "app.sock"),
@@ -153,7 +147,7 @@ def check_race(run):
     for _ in range(MAX - 1):
         run.create("gamma")
     s = Session("host=%s port=%s dbname=%s user=postgres"
-                % (run.a.pghost, run.a.pgport, DB))
+                % (run.a.pghost, run.a.pgport, run.db.name))
     out = {}
     try:
         s.run("BEGIN")
@@ -165,7 +159,7 @@ def check_race(run):
         t.start()
         waiting = wait_for(lambda: run.db.sql(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s' "
-            "AND wait_event_type = 'Lock'" % DB) == "1", DEADLINE)
+            "AND wait_event_type = 'Lock'" % run.db.name) == "1", DEADLINE)
         s.run("COMMIT")
         t.join(DEADLINE)
     finally:

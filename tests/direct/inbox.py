@@ -36,25 +36,18 @@ import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(TESTS, "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_main, run_args  # noqa: E402
-from direct import App, Db, api_key, conf_text, done, missing, check, wait_for, write  # noqa: E402
+from direct import run_main, run_args, DEADLINE, WEBHOOKS  # noqa: E402
+from direct import App, fresh_db, api_key, conf_text, done, missing, check, wait_for, write  # noqa: E402
 from inbox_sender import Signer  # noqa: E402
 from webhook_receiver import Receiver  # noqa: E402
 
-DB = "idem_inbox"
-DEADLINE = 30
 ROUTE = "/v1/acquirer/events"
 OLD = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"     # being rotated out
 NEW = "whsec_" + base64.b64encode(b"the acquirer's new key!!").decode()
 OTHER = "whsec_" + base64.b64encode(b"nobody's key, not ours!!").decode()
 STRIPE = "whsec_stripe_endpoint_secret"
-WEBHOOKS = "[webhooks]\nallow_private = on\ninterval = 100ms\n" \
-    "backoff = 100ms\nbackoff_max = 500ms\ntimeout = 2s\n"
 
 
 def inbox_conf(scheme, secrets):
@@ -100,11 +93,9 @@ class RowLock:
 class Run:
     def __init__(self, a, tmp, rcv):
         self.a, self.tmp, self.rcv = a, tmp, rcv
-        self.db = Db(a.pghost, a.pgport, DB)
-        self.db.sql("DROP DATABASE IF EXISTS %s" % DB, db="postgres")
-        self.db.sql("CREATE DATABASE %s" % DB, db="postgres")
+        self.db = fresh_db(a, "idem_inbox")
         self.conf = os.path.join(tmp, "app.ini")
-        write(self.conf, conf_text(a.pghost, a.pgport, DB, WEBHOOKS +
+        write(self.conf, conf_text(a.pghost, a.pgport, self.db.name, WEBHOOKS +
                                    inbox_conf("standard-webhooks",
                                               [OLD, NEW])))
         self.secret = api_key(a.builddir, a.srcdir, self.conf, "inbox")
@@ -206,8 +197,8 @@ def check_concurrent(r):
     t.start()
     blocked = wait_for(lambda: r.db.sql(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s' AND "
-        "wait_event_type = 'Lock' AND query LIKE 'UPDATE payments%%'" % DB)
-        == "1", DEADLINE)
+        "wait_event_type = 'Lock' AND query LIKE 'UPDATE payments%%'"
+        % r.db.name) == "1", DEADLINE)
     s2, raw2 = r.send(body, h)
     lock.release()
     t.join(DEADLINE)
@@ -363,7 +354,7 @@ def check_eviction(r, pid, body, h):
 
 def check_stripe(r):
     conf = os.path.join(r.tmp, "stripe.ini")
-    write(conf, conf_text(r.a.pghost, r.a.pgport, DB,
+    write(conf, conf_text(r.a.pghost, r.a.pgport, r.db.name,
                           inbox_conf("stripe", [STRIPE])))
     app = App(r.a.builddir, conf, os.path.join(r.tmp, "stripe.sock"),
               os.path.join(r.tmp, "stripe.log"))

@@ -72,6 +72,23 @@ def tcp_exchange(port, source, data, timeout=5):
     return got, how
 
 
+def unix_exchange(path, data, enough=None):
+    """Connect to the unix socket path, send data, read to EOF, or until
+    enough(bytes so far) holds: the bytes received."""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(5)
+    s.connect(path)
+    s.sendall(data)
+    got = b""
+    while not (enough and enough(got)):
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+    s.close()
+    return got
+
+
 def status_of(cgi):
     m = re.match(rb"Status: (\d+)", cgi)
     return int(m.group(1)) if m else None
@@ -196,17 +213,7 @@ def main():
     rc, out = as_nobody(UNIX_GET % msock)
     check.expect(out == "CLOSED", "allow_uid = 0: nobody (uid 65534) reaches the "
                  "0666 metrics socket but is closed without an answer", out)
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(5)
-    s.connect(msock)
-    s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
-    got = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        got += b
-    s.close()
+    got = unix_exchange(msock, b"GET /metrics HTTP/1.0\r\n\r\n")
     check.expect(got.startswith(b"HTTP/1.1 200") and
                  re.search(rb'idem_connections_rejected_total\{reason="metrics_peer"'
                            rb'\} 1\n', got) is not None,
@@ -239,19 +246,8 @@ def main():
     p, _ = start(a.builddir, conf, None, os.path.join(tmp, "app4.log"),
                  stdin=ls.fileno())
     ls.close()
-    c = socket.socket(socket.AF_UNIX)
-    c.settimeout(5)
-    c.connect(isock)
-    c.sendall(fcgi_bytes())
-    got = b""
-    while True:
-        b = c.recv(65536)
-        if not b:
-            break
-        got += b
-        if struct.pack("!BB", 1, httpc.FCGI_END_REQUEST) in got:
-            break
-    c.close()
+    end = struct.pack("!BB", 1, httpc.FCGI_END_REQUEST)
+    got = unix_exchange(isock, fcgi_bytes(), lambda got: end in got)
     m, _ = mode_of(isock)
     check.expect(status_of(fcgi_stdout(got)) == 200 and m == 0o604,
                  "fd 0 socket: served (/healthz 200) and its mode left at 0604 "

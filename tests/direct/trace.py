@@ -25,29 +25,17 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(TESTS, "lib"))
-sys.path.insert(0, os.path.join(TESTS, "lifecycle"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import run_main, run_args, DEADLINE  # noqa: E402
-from direct import App, Db, api_key, conf_text, done, check, wait_for, write  # noqa: E402
-from lcenv import Simulator  # noqa: E402
+from direct import run_main, run_args, DEADLINE, WEBHOOKS  # noqa: E402
+from direct import App, acquirer, api_key, body_of, check  # noqa: E402
+from direct import conf_text, done, fresh_db, wait_for, write  # noqa: E402
 from webhook_receiver import Receiver  # noqa: E402
 
-DB = "idem_trace"
-WEBHOOKS = "[webhooks]\nallow_private = on\ninterval = 100ms\n" \
-    "backoff = 100ms\nbackoff_max = 500ms\ntimeout = 2s\n"
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 TRACE3 = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "b7ad6b7169203331"
 TP = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
-
-
-def body_of(raw):
-    _, _, b = raw.partition(b"\r\n\r\n")
-    return json.loads(b) if b.strip() else None
 
 
 def parts(tp):
@@ -71,16 +59,13 @@ def request_lines(app, request_id):
 def main():
     a = run_args()
     tmp = tempfile.mkdtemp(prefix="idem-trace.")
-    db = Db(a.pghost, a.pgport, DB)
-    db.sql("DROP DATABASE IF EXISTS %s" % DB, db="postgres")
-    db.sql("CREATE DATABASE %s" % DB, db="postgres")
+    db = fresh_db(a, "idem_trace")
     rcv = Receiver()
-    acq = Simulator(os.path.join(TESTS, "acquirer", "acquirer.py"),
-                    os.path.join(tmp, "acquirer.log"))
+    acq = acquirer(tmp)
     app = None
     try:
         conf = os.path.join(tmp, "app.ini")
-        write(conf, conf_text(a.pghost, a.pgport, DB,
+        write(conf, conf_text(a.pghost, a.pgport, db.name,
                               "[payments]\nacquirer_url = %s\n%s"
                               % (acq.url, WEBHOOKS)))
         secret = api_key(a.builddir, a.srcdir, conf, "trace")

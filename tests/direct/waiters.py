@@ -27,19 +27,14 @@ Every wait is for a condition with a deadline.  Prints TAP.  Usage:
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(TESTS, "lifecycle"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import remove_tmp, run_args, run_main  # noqa: E402
-from direct import (App, Db, api_key, conf_text, done, free_port,  # noqa: E402
+from direct import remove_tmp, run_args, run_main, scratch  # noqa: E402
+from direct import (App, acquirer, api_key, conf_text, done, free_port,  # noqa: E402
                     gauge, check, scrape, wait_for, write)
-from lcenv import Simulator  # noqa: E402
 import httpc  # noqa: E402  (tests/integration, on the path via direct)
 
 BOUND = 0.100       # seconds: /healthz and another tenant's create
@@ -115,13 +110,9 @@ def waits(mport, outcome):
 class Run:
     """The database, the acquirer, two tenants; an app per case."""
 
-    def __init__(self, a, tmp):
-        self.a, self.tmp = a, tmp
-        self.name = "idem_waiters_%d" % os.getpid()
-        self.db = Db(a.pghost, a.pgport, self.name)
-        self.db.sql("CREATE DATABASE %s" % self.name, db="postgres")
-        self.acq = Simulator(os.path.join(TESTS, "acquirer", "acquirer.py"),
-                             os.path.join(tmp, "acquirer.log"))
+    def __init__(self, a, tmp, db):
+        self.a, self.tmp, self.db = a, tmp, db
+        self.acq = acquirer(tmp)
         self.mport = free_port()
         self.app = None
         self.n = 0
@@ -138,7 +129,7 @@ class Run:
         # The held call outlasts the default acquirer_timeout (5s) on a
         # build where the waiters hold every worker.
         write(conf, conf_text(
-            self.a.pghost, self.a.pgport, self.name,
+            self.a.pghost, self.a.pgport, self.db.name,
             "[payments]\nacquirer_url = %s\nacquirer_timeout = 20s\n"
             "[metrics]\nlisten = 127.0.0.1:%d\n%s"
             % (self.acq.url, self.mport, extra)))
@@ -206,8 +197,6 @@ class Run:
     def stop(self):
         self.stop_app()
         self.acq.stop()
-        self.db.sql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % self.name,
-                    db="postgres")
 
 
 def replays(run, owner, waiters, key):
@@ -334,17 +323,17 @@ def tenant_bound(run):
 
 def main():
     a = run_args()
-    tmp = tempfile.mkdtemp(prefix="idem-waiters.")
+    tmp, db = scratch(a, "waiters")
     run = None
     try:
-        run = Run(a, tmp)
+        run = Run(a, tmp, db)
         worker_bound(run)
         tenant_bound(run)
     finally:
         if run is not None:
             run.acq.release()
             run.stop()
-        remove_tmp(tmp)
+        remove_tmp(tmp, db)
     return done()
 
 

@@ -21,16 +21,14 @@ Every wait is for a condition with a deadline.  Prints TAP.  Usage:
 
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import (run_main, App, Db, api_key, conf_text, done, check,  # noqa: E402
+from direct import (run_main, App, api_key, fresh_db, remove_tmp,  # noqa: E402
+                    conf_text, done, check,
                     run_args, wait_for, write)
 from webhook_receiver import Receiver  # noqa: E402
 
@@ -56,13 +54,11 @@ def main():
     a = run_args()
     tmp = tempfile.mkdtemp(prefix="idem-fairness.")
     tarpit, fast = Receiver(), Receiver()
-    app = None
-    db = Db(a.pghost, a.pgport, DB)
+    app = db = None
     try:
-        db.sql("DROP DATABASE IF EXISTS %s" % DB, db="postgres")
-        db.sql("CREATE DATABASE %s" % DB, db="postgres")
+        db = fresh_db(a, DB)
         conf = os.path.join(tmp, "app.ini")
-        write(conf, conf_text(a.pghost, a.pgport, DB, WEBHOOKS))
+        write(conf, conf_text(a.pghost, a.pgport, db.name, WEBHOOKS))
         sa = api_key(a.builddir, a.srcdir, conf, "tenant-a")
         sb = api_key(a.builddir, a.srcdir, conf, "tenant-b")
         app = App(a.builddir, conf, os.path.join(tmp, "app.sock"),
@@ -108,12 +104,7 @@ def main():
             app.stop()
         tarpit.stop()
         fast.stop()
-        if os.environ.get("IDEM_KEEP_TMP") != "1":
-            shutil.rmtree(tmp, ignore_errors=True)
-        try:
-            db.sql("DROP DATABASE IF EXISTS %s" % DB, db="postgres")
-        except Exception:
-            pass
+        remove_tmp(tmp, db)
     return done()
 
 

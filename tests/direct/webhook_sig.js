@@ -7,13 +7,11 @@
 // and 5 min tolerance; a result is {"sig"} or {"ok", "error"}.
 "use strict";
 
-let input = "";
-process.stdin.setEncoding("utf8");
-process.stdin.on("data", (d) => { input += d; });
-process.stdin.on("end", () => {
-    const job = JSON.parse(input);
+const jsonJob = require("../lib/json_job");
+
+jsonJob((job) => {
     const { Webhook } = require(job.module);
-    const out = job.cases.map((c) => {
+    return job.cases.map((c) => {
         const body = Buffer.from(c.body, "base64");
         try {
             const wh = new Webhook(c.secret);
@@ -29,5 +27,4 @@ process.stdin.on("end", () => {
             return { ok: false, error: String(e.message) };
         }
     });
-    process.stdout.write(JSON.stringify(out));
 });

@@ -24,24 +24,20 @@ Every wait is for a condition with a deadline.  Prints TAP.  Usage:
 """
 
 import email.utils
-import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import (run_main, App, Db, api_key, conf_text, done, free_port,  # noqa: E402
+from direct import (run_main, App, api_key, fresh_db, remove_tmp,  # noqa: E402
+                    conf_text, done, free_port,
                     check, run_args, scrape, wait_for, write)
 from outbox import endpoint, enqueue  # noqa: E402
 from webhook_receiver import Receiver  # noqa: E402
 
-DB = "idem_webhook_signals"
 WEBHOOKS = ("[webhooks]\nallow_private = on\ninterval = 100ms\n"
             "timeout = 2s\nbackoff = 100ms\nbackoff_max = 4s\n"
             "max_attempts = 1000\ndisable_after = 3s\n")
@@ -61,12 +57,10 @@ def disabled_total(port, reason):
 
 class Run:
     def __init__(self, a, tmp):
-        self.db = Db(a.pghost, a.pgport, DB)
-        self.db.sql("DROP DATABASE IF EXISTS %s" % DB, db="postgres")
-        self.db.sql("CREATE DATABASE %s" % DB, db="postgres")
+        self.db = fresh_db(a, "idem_webhook_signals")
         self.mport = free_port()
         conf = os.path.join(tmp, "app.ini")
-        write(conf, conf_text(a.pghost, a.pgport, DB,
+        write(conf, conf_text(a.pghost, a.pgport, self.db.name,
                               "[metrics]\nlisten = 127.0.0.1:%d\n%s"
                               % (self.mport, WEBHOOKS)))
         api_key(a.builddir, a.srcdir, conf, "signals")
@@ -205,13 +199,7 @@ def main():
             v.stop()
         if r is not None:
             r.app.stop()
-        if os.environ.get("IDEM_KEEP_TMP") != "1":
-            shutil.rmtree(tmp, ignore_errors=True)
-        try:
-            Db(a.pghost, a.pgport, DB).sql("DROP DATABASE IF EXISTS %s" % DB,
-                                            db="postgres")
-        except Exception:
-            pass
+        remove_tmp(tmp, r.db if r is not None else None)
     return done()
 
 

@@ -24,45 +24,31 @@ import signal
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(TESTS, "lib"))
-sys.path.insert(0, os.path.join(TESTS, "lifecycle"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from direct import remove_tmp, run_args, run_main, DEADLINE  # noqa: E402
-from direct import App, Db, api_key, conf_text, done, check, wait_for, write  # noqa: E402
-from lcenv import Simulator  # noqa: E402
+from direct import remove_tmp, run_args, run_main, DEADLINE, WEBHOOKS  # noqa: E402
+from direct import App, acquirer, api_key, body_of, check  # noqa: E402
+from direct import conf_text, done, fresh_db, wait_for, write  # noqa: E402
 from webhook_receiver import Receiver, verify  # noqa: E402
 
-DB = "idem_webhooks"
-# The dispatcher's retries, small so that the checks take seconds.  The
+# The dispatcher's retries (direct.WEBHOOKS), one delivery a batch.  The
 # kill -9 may land while the delivery is taken for an attempt: it is then
 # due again once the batch's hold lapses (batch x (timeout + 1 s) + 5 s),
 # 8 s here, well inside DEADLINE (115 s with the defaults).
-WEBHOOKS = "[webhooks]\nallow_private = on\ninterval = 100ms\n" \
-    "backoff = 100ms\nbackoff_max = 500ms\nbatch = 1\ntimeout = 2s\n"
-
-
-def body_of(raw):
-    """The JSON body of a cgi-fcgi answer."""
-    _, _, b = raw.partition(b"\r\n\r\n")
-    return json.loads(b) if b.strip() else None
+BATCH_1 = "batch = 1\n"
 
 
 class Run:
     def __init__(self, a, tmp):
         self.a = a
         self.tmp = tmp
-        self.db = Db(a.pghost, a.pgport, DB)
-        self.db.sql("DROP DATABASE IF EXISTS %s" % DB, db="postgres")
-        self.db.sql("CREATE DATABASE %s" % DB, db="postgres")
-        self.acq = Simulator(os.path.join(TESTS, "acquirer", "acquirer.py"),
-                             os.path.join(tmp, "acquirer.log"))
+        self.db = fresh_db(a, "idem_webhooks")
+        self.acq = acquirer(tmp)
         self.conf = os.path.join(tmp, "app.ini")
         write(self.conf, conf_text(
-            a.pghost, a.pgport, DB, "[payments]\nacquirer_url = %s\n%s"
-            % (self.acq.url, WEBHOOKS)))
+            a.pghost, a.pgport, self.db.name,
+            "[payments]\nacquirer_url = %s\n%s"
+            % (self.acq.url, WEBHOOKS + BATCH_1)))
         self.secret = api_key(a.builddir, a.srcdir, self.conf, "webhooks")
         self.sock = os.path.join(tmp, "app.sock")
         self.n = 0

@@ -278,6 +278,14 @@ class T:
                         % (doc["detail"], detail_has))
         return doc
 
+    def keyed_payment(self, **over):
+        """A payment (payment_body(**over)) POSTed under a new key and
+        answered 201: (the key, the response)."""
+        k = self.new_key()
+        r = self.post("/v1/payments", self.payment_body(**over), key=k)
+        self.expect_status(r, 201)
+        return k, r
+
     def expect_nothing_stored(self, fn):
         """fn(self) must store nothing and leave the worker alive."""
         if not getattr(self.env, "known_pids", None):

@@ -15,6 +15,15 @@ def _reject(t, r, status, slug, before, detail_has=None):
     t.expect_counts_unchanged(before)
 
 
+def _post_rejected(t, status, slug, body=None, detail_has=None, **kw):
+    """POST body (a payment's unless given) with kw (key: a new one
+    unless given) -> _reject: the problem, and nothing stored."""
+    before = t.db.counts()
+    kw.setdefault("key", t.new_key())
+    r = t.post(PAY, t.payment_body() if body is None else body, **kw)
+    _reject(t, r, status, slug, before, detail_has)
+
+
 # --- health ------------------------------------------------------------------
 
 @check("GET /healthz without auth -> 200")
@@ -27,25 +36,19 @@ def _(t):
 
 @check("POST without Authorization -> 401 unauthorized, nothing stored")
 def _(t):
-    before = t.db.counts()
-    r = t.post(PAY, t.payment_body(), key=t.new_key(), token=NO_AUTH)
-    _reject(t, r, 401, "unauthorized", before)
+    _post_rejected(t, 401, "unauthorized", token=NO_AUTH)
 
 
 @check("POST with an unknown bearer token -> 401 unauthorized")
 def _(t):
-    before = t.db.counts()
-    r = t.post(PAY, t.payment_body(), key=t.new_key(),
-               token="sk_test_not_a_real_key_" + t.run_id)
-    _reject(t, r, 401, "unauthorized", before)
+    _post_rejected(t, 401, "unauthorized",
+                   token="sk_test_not_a_real_key_" + t.run_id)
 
 
 @check("Authorization: Basic ... -> 401 unauthorized")
 def _(t):
-    before = t.db.counts()
-    r = t.post(PAY, t.payment_body(), key=t.new_key(), token=NO_AUTH,
-               headers=[("Authorization", "Basic dXNlcjpwYXNz")])
-    _reject(t, r, 401, "unauthorized", before)
+    _post_rejected(t, 401, "unauthorized", token=NO_AUTH,
+                   headers=[("Authorization", "Basic dXNlcjpwYXNz")])
 
 
 @check("GET /v1/payments without Authorization -> 401 unauthorized")
@@ -64,9 +67,7 @@ def _(t):
     t.expect(t.db.scalar("select count(*) from api_keys where name = %s "
                          "and revoked_at is null" % q(ten.name)) == "0",
              "api_keys.revoked_at not set after revoke")
-    before = t.db.counts()
-    r = t.post(PAY, t.payment_body(), key=t.new_key(), token=ten)
-    _reject(t, r, 401, "unauthorized", before)
+    _post_rejected(t, 401, "unauthorized", token=ten)
     r = t.get(PAY, token=ten)
     t.expect_problem(r, 401, "unauthorized")
 
@@ -127,9 +128,7 @@ def _(t):
 @check("POST without Idempotency-Key -> 400 idempotency-key-missing, "
        "nothing stored")
 def _(t):
-    before = t.db.counts()
-    r = t.post(PAY, t.payment_body())
-    _reject(t, r, 400, "idempotency-key-missing", before)
+    _post_rejected(t, 400, "idempotency-key-missing", key=None)
 
 
 # (label, value, the web server may answer itself, other acceptable slugs)
@@ -217,10 +216,8 @@ for _label, _val, _why in KEY_ITEMS:
     @check("Idempotency-Key %s (%s) -> 400 idempotency-key-invalid saying "
            "so, nothing stored" % (_label, _val))
     def _(t, val=_val, why=_why):
-        before = t.db.counts()
-        r = t.post(PAY, t.payment_body(), key=val)
-        _reject(t, r, 400, "idempotency-key-invalid", before,
-                detail_has=why)
+        _post_rejected(t, 400, "idempotency-key-invalid", key=val,
+                       detail_has=why)
 
 
 @check("Idempotency-Key: a bare UUID starting with a digit is accepted "
@@ -242,10 +239,8 @@ def _(t):
     t.expect_status(first, 201)
     t.expect_eq(len(t.key_rows(t.a, k + ";x=1")), 1,
                 "records of the key K;x=1")
-    before = t.db.counts()
-    r = t.post(PAY, t.payment_body(), key="%s;x=1" % k)
-    _reject(t, r, 400, "idempotency-key-invalid", before,
-            detail_has="parameters")
+    _post_rejected(t, 400, "idempotency-key-invalid", key="%s;x=1" % k,
+                   detail_has="parameters")
 
 
 @check("Idempotency-Key sf-string with escapes \\\" and \\\\ is accepted")
@@ -262,16 +257,12 @@ def _(t):
 @check("Content-Type: text/plain -> 415 unsupported-media-type, "
        "nothing stored")
 def _(t):
-    before = t.db.counts()
-    r = t.post(PAY, t.payment_body(), key=t.new_key(), ctype="text/plain")
-    _reject(t, r, 415, "unsupported-media-type", before)
+    _post_rejected(t, 415, "unsupported-media-type", ctype="text/plain")
 
 
 @check("no Content-Type on a JSON body -> 415 unsupported-media-type")
 def _(t):
-    before = t.db.counts()
-    r = t.post(PAY, t.payment_body(), key=t.new_key(), ctype=None)
-    _reject(t, r, 415, "unsupported-media-type", before)
+    _post_rejected(t, 415, "unsupported-media-type", ctype=None)
 
 
 @check("Content-Type: application/json; charset=utf-8 is accepted (201)")
@@ -303,9 +294,7 @@ BAD_JSON = [
 for _label, _body in BAD_JSON:
     @check("body %s -> 400 invalid-json, nothing stored" % _label)
     def _(t, body=_body):
-        before = t.db.counts()
-        r = t.post(PAY, body, key=t.new_key())
-        _reject(t, r, 400, "invalid-json", before)
+        _post_rejected(t, 400, "invalid-json", body)
 
 
 # --- validation ------------------------------------------------------------------
@@ -359,9 +348,9 @@ for _label, _body, _field in VALIDATION:
        "corrected body (201)")
 def _(t):
     k = t.new_key()
-    before = t.db.counts()
-    first = t.post(PAY, {"amount": 0, "currency": "usd"}, key=k)
-    _reject(t, first, 400, "validation-error", before, detail_has="amount")
+    _post_rejected(t, 400, "validation-error", {"amount": 0,
+                                                "currency": "usd"},
+                   detail_has="amount", key=k)
     fixed = t.post(PAY, {"amount": 1, "currency": "usd"}, key=k)
     t.expect_status(fixed, 201)
     t.expect_not_replayed(fixed)
@@ -448,9 +437,7 @@ def _(t):
 @check("idempotency_keys row: POST /v1/payments, status 201, "
        "route ttl 7d")
 def _(t):
-    k = t.new_key()
-    r = t.post(PAY, t.payment_body(), key=k)
-    t.expect_status(r, 201)
+    k, r = t.keyed_payment()
     rows = t.key_rows(t.a, k)
     t.expect_eq(len(rows), 1, "idempotency_keys rows")
     row = rows[0]

@@ -30,6 +30,17 @@ def zeros(size):
     return b"[" + b"0," * (n - 1) + b"0]"
 
 
+def refused(t, body, status, slug, says, what, prefix="nul"):
+    """body POSTed under a new key -> status slug, its detail saying says
+    (what: the check's words for it); nothing stored."""
+    def fn(t):
+        r = t.post(PAY, body, key=t.new_key(prefix))
+        doc = t.expect_problem(r, status, slug)
+        t.expect(says in doc.get("detail", ""),
+                 "%s: %r" % (what, doc.get("detail")))
+    t.expect_nothing_stored(fn)
+
+
 # --- 1. U+0000 --------------------------------------------------------------
 
 HIDDEN = (b'{"amount":100,"currency":"usd","description":"ok\\u0000%s",'
@@ -54,24 +65,16 @@ def _(t):
 @check("U+0000 in a member name (\"amount\\u0000junk\") -> 400 invalid-json "
        "before the handler's allow-list sees \"amount\"")
 def _(t):
-    def fn(t):
-        r = t.post(PAY, b'{"amount\\u0000junk":100,"amount":100,'
-                   b'"currency":"usd"}', key=t.new_key("nul"))
-        doc = t.expect_problem(r, 400, "invalid-json")
-        t.expect("member name" in doc.get("detail", ""),
-                 "detail names the member name: %r" % doc.get("detail"))
-    t.expect_nothing_stored(fn)
+    refused(t, b'{"amount\\u0000junk":100,"amount":100,"currency":"usd"}',
+            400, "invalid-json", "member name",
+            "detail names the member name")
 
 
 @check("a raw NUL byte inside a JSON string -> 400 invalid-json saying so")
 def _(t):
-    def fn(t):
-        r = t.post(PAY, b'{"amount":100,"currency":"usd",'
-                   b'"description":"ok\x00HIDDEN"}', key=t.new_key("nul"))
-        doc = t.expect_problem(r, 400, "invalid-json")
-        t.expect("NUL" in doc.get("detail", ""),
-                 "detail says why: %r" % doc.get("detail"))
-    t.expect_nothing_stored(fn)
+    refused(t, b'{"amount":100,"currency":"usd",'
+            b'"description":"ok\x00HIDDEN"}', 400, "invalid-json", "NUL",
+            "detail says why")
 
 
 @check("an escaped backslash before u0000 is no NUL: 201, stored as sent")
@@ -87,14 +90,10 @@ def _(t):
 @check("%d + 1 JSON values with a valid key -> 413 payload-too-large naming "
        "the cap, nothing stored" % MAX_VALUES)
 def _(t):
-    def fn(t):
-        body = b'{"amount":100,"currency":"usd","metadata":' + \
-            b"[" + b"0," * (MAX_VALUES - 4) + b"0]}"
-        r = t.post(PAY, body, key=t.new_key("cap"))
-        doc = t.expect_problem(r, 413, "payload-too-large")
-        t.expect("more than %d JSON values" % MAX_VALUES in
-                 doc.get("detail", ""), "detail: %r" % doc.get("detail"))
-    t.expect_nothing_stored(fn)
+    refused(t, b'{"amount":100,"currency":"usd","metadata":' +
+            b"[" + b"0," * (MAX_VALUES - 4) + b"0]}", 413,
+            "payload-too-large", "more than %d JSON values" % MAX_VALUES,
+            "detail", prefix="cap")
 
 
 @check("an unknown API key with an invalid JSON body -> 401 (refused "

@@ -62,6 +62,25 @@ def server_problem(t, r, status):
              "the page documents %s" % SLUG[status])
 
 
+def raw_healthz(t, header="", version="1.1"):
+    """GET /healthz sent as it is written (t.raw), with one more header
+    line (CRLF included), in HTTP/version."""
+    return t.raw(("GET /healthz HTTP/%s\r\nHost: %s\r\n%s"
+                  "Connection: close\r\n\r\n"
+                  % (version, t.env.host, header)).encode())
+
+
+def app_or_server(t, r, want):
+    """want None: the server passed the request on and the app answered
+    /healthz 200 (True); else the server's own want as server_problem."""
+    if want is None:
+        t.answered_by("the app", r)
+        t.expect_status(r, 200)
+        return True
+    server_problem(t, r, want)
+    return False
+
+
 def head_like_get(t, path, token=None):
     kw = {} if token is None else {"token": token}
     g = t.get(path, **kw)
@@ -148,37 +167,23 @@ def _(t):
        "sample's page")
 def _(t):
     want = edge(t, "header64k")
-    r = t.raw(("GET /healthz HTTP/1.1\r\nHost: %s\r\nX-Big: %s\r\n"
-               "Connection: close\r\n\r\n"
-               % (t.env.host, "a" * 65536)).encode())
-    server_problem(t, r, want)
+    server_problem(t, raw_healthz(t, "X-Big: %s\r\n" % ("a" * 65536)), want)
 
 
 @check("a DEL byte in a header value -> 400 problem+json from the "
        "sample's page (nginx: passed on, the app answers)")
 def _(t):
     want = edge(t, "del")
-    r = t.raw(("GET /healthz HTTP/1.1\r\nHost: %s\r\nX-Odd: a\x7fb\r\n"
-               "Connection: close\r\n\r\n" % t.env.host).encode())
-    if want is None:
-        t.answered_by("the app", r)
-        t.expect_status(r, 200)
+    r = raw_healthz(t, "X-Odd: a\x7fb\r\n")
+    if app_or_server(t, r, want):
         t.expect_eq(r.json_or_fail().get("status"), "ok", "/healthz body")
-        return
-    server_problem(t, r, want)
 
 
 @check("HTTP/9.9 -> 505 problem+json from the sample's page (Apache: "
        "passed on, the app answers)")
 def _(t):
     want = edge(t, "http99")
-    r = t.raw(("GET /healthz HTTP/9.9\r\nHost: %s\r\n"
-               "Connection: close\r\n\r\n" % t.env.host).encode())
-    if want is None:
-        t.answered_by("the app", r)
-        t.expect_status(r, 200)
-        return
-    server_problem(t, r, want)
+    app_or_server(t, raw_healthz(t, version="9.9"), want)
 
 
 @check("a backend that is down -> 502/503 problem+json from the sample's "

@@ -16,15 +16,22 @@ def _payments_for(t, description):
                     "and description = '%s'" % (t.a.id, description))
 
 
+def _first(t, label, trace_id):
+    """A payment under a new key, described "LABEL KEY", its metadata
+    trace_id and o = "1", answered 201: (the key, the body, the answer)."""
+    k = t.new_key(label)
+    body = t.payment_body(description="%s %s" % (label, k),
+                          metadata={"trace_id": trace_id, "o": "1"})
+    r = t.post(PAY, body, key=k)
+    t.expect_status(r, 201)
+    return k, body, r
+
+
 @check("fingerprint_exclude: a retry that changes only an excluded member "
        "replays the first answer byte for byte; one payment, with the "
        "first request's value")
 def _(t):
-    k = t.new_key("excl")
-    first_body = t.payment_body(description="excl " + k,
-                                metadata={"trace_id": "first", "o": "1"})
-    first = t.post(PAY, first_body, key=k)
-    t.expect_status(first, 201)
+    k, first_body, first = _first(t, "excl", "first")
     t.expect_not_replayed(first)
     t.expect_eq(first.json()["metadata"], {"trace_id": "first", "o": "1"},
                 "the first answer's metadata")
@@ -50,10 +57,7 @@ def _(t):
        "even beside the excluded one, is 422 idempotency-key-reused and "
        "executes nothing")
 def _(t):
-    k = t.new_key("excl2")
-    body = t.payment_body(description="excl2 " + k,
-                          metadata={"trace_id": "a", "o": "1"})
-    t.expect_status(t.post(PAY, body, key=k), 201)
+    k, body, _ = _first(t, "excl2", "a")
     for label, other in (
             ("another metadata member",
              dict(body, metadata={"trace_id": "a", "o": "2"})),

@@ -9,6 +9,15 @@ from harness import check, q
 PAY = "/v1/payments"
 
 
+def _reused(t, path, body, key):
+    """POST body to path under key, already used for another request:
+    422 idempotency-key-reused, nothing stored."""
+    before = t.db.counts()
+    r = t.post(path, body, key=key)
+    t.expect_problem(r, 422, "idempotency-key-reused")
+    t.expect_counts_unchanged(before)
+
+
 @check("replay: same key + same body -> same status, Content-Type, "
        "Location, byte-identical body, Idempotent-Replayed: true")
 def _(t):
@@ -65,13 +74,8 @@ def _(t):
 @check("same key + different body -> 422 idempotency-key-reused, "
        "nothing new stored")
 def _(t):
-    k = t.new_key()
-    first = t.post(PAY, t.payment_body(amount=500), key=k)
-    t.expect_status(first, 201)
-    before = t.db.counts()
-    r = t.post(PAY, t.payment_body(amount=501), key=k)
-    t.expect_problem(r, 422, "idempotency-key-reused")
-    t.expect_counts_unchanged(before)
+    k, first = t.keyed_payment(amount=500)
+    _reused(t, PAY, t.payment_body(amount=501), k)
     # the original is still what the key replays
     again = t.post(PAY, t.payment_body(amount=500), key=k)
     t.expect_replay_of(again, first)
@@ -89,14 +93,9 @@ def _(t):
 @check("same key on another path (payments key on /refunds) -> 422 "
        "idempotency-key-reused")
 def _(t):
-    k = t.new_key()
-    first = t.post(PAY, t.payment_body(), key=k)
-    t.expect_status(first, 201)
+    k, first = t.keyed_payment()
     pid = first.json()["id"]
-    before = t.db.counts()
-    r = t.post(PAY + "/" + pid + "/refunds", {}, key=k)
-    t.expect_problem(r, 422, "idempotency-key-reused")
-    t.expect_counts_unchanged(before)
+    _reused(t, PAY + "/" + pid + "/refunds", {}, k)
     t.expect_eq(t.payment_row(pid)["amount_refunded"], 0, "amount_refunded")
 
 
@@ -108,18 +107,13 @@ def _(t):
     k = t.new_key()
     r = t.post(PAY + "/" + p1["id"] + "/refunds", {"amount": 10}, key=k)
     t.expect_status(r, 201)
-    before = t.db.counts()
-    r = t.post(PAY + "/" + p2["id"] + "/refunds", {"amount": 10}, key=k)
-    t.expect_problem(r, 422, "idempotency-key-reused")
-    t.expect_counts_unchanged(before)
+    _reused(t, PAY + "/" + p2["id"] + "/refunds", {"amount": 10}, k)
 
 
 @check("a key past its expires_at is forgotten: reuse executes afresh "
        "(no 422, no replay)")
 def _(t):
-    k = t.new_key()
-    first = t.post(PAY, t.payment_body(amount=111), key=k)
-    t.expect_status(first, 201)
+    k, first = t.keyed_payment(amount=111)
     t.db.run("update idempotency_keys set expires_at = now() - interval "
              "'1 second', created_at = now() - interval '2 days' "
              "where api_key_id = %d and key = %s" % (t.a.id, q(k)))

@@ -61,10 +61,8 @@ def _seconds(v):
     return int(m.group(1)) * UNITS[m.group(2) or "s"]
 
 
-def _limits(path, method, pattern):
-    """(ttl, lease) in seconds for a route, as the config sets them:
-    [route "M /p"] over [idempotency] over the defaults (24h, 10s); lease
-    or its deprecated alias lock_timeout."""
+def _settings(path):
+    """The config file's settings: {(section, key): value}."""
     sect, vals = None, {}
     with open(path) as f:
         for line in f:
@@ -74,7 +72,20 @@ def _limits(path, method, pattern):
             elif "=" in line:
                 k, v = (s.strip() for s in line.split("=", 1))
                 vals[(sect, k)] = v
-    route = 'route "%s %s"' % (method.upper(), pattern)
+    return vals
+
+
+def _route(method, pattern):
+    """The config's section of a route."""
+    return 'route "%s %s"' % (method.upper(), pattern)
+
+
+def _limits(path, method, pattern):
+    """(ttl, lease) in seconds for a route, as the config sets them:
+    [route "M /p"] over [idempotency] over the defaults (24h, 10s); lease
+    or its deprecated alias lock_timeout."""
+    vals = _settings(path)
+    route = _route(method, pattern)
     out = []
     for keys, dflt in ((("ttl",), "24h"), (("lease", "lock_timeout"), "10s")):
         v = dflt
@@ -88,30 +99,14 @@ def _limits(path, method, pattern):
 def _exclude(path, method, pattern):
     """A route's fingerprint_exclude pointers as the config writes them
     (commas and blanks between), or None."""
-    sect, want = None, 'route "%s %s"' % (method.upper(), pattern)
-    with open(path) as f:
-        for line in f:
-            line = line.split("#", 1)[0].split(";", 1)[0].strip()
-            if line.startswith("["):
-                sect = line.strip("[]")
-            elif sect == want and line.startswith("fingerprint_exclude"):
-                return re.split(r"[\s,]+", line.split("=", 1)[1].strip())
-    return None
+    v = _settings(path).get((_route(method, pattern), "fingerprint_exclude"))
+    return None if v is None else re.split(r"[\s,]+", v)
 
 
 def _remember(path, method, pattern):
     """A route's remember window in seconds, or None when it has none."""
-    sect, want = None, 'route "%s %s"' % (method.upper(), pattern)
-    with open(path) as f:
-        for line in f:
-            line = line.split("#", 1)[0].split(";", 1)[0].strip()
-            if line.startswith("["):
-                sect = line.strip("[]")
-            elif sect == want and "=" in line:
-                k, v = (s.strip() for s in line.split("=", 1))
-                if k == "remember":
-                    return _seconds(v)
-    return None
+    v = _settings(path).get((_route(method, pattern), "remember"))
+    return None if v is None else _seconds(v)
 
 
 def _ops(doc):

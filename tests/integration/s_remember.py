@@ -47,6 +47,25 @@ def _traces(t, key):
                     "= %d and forget_at > now()" % _digest(t, key))
 
 
+def _first(t, label):
+    """A payment under a new key, described "LABEL KEY", answered 201:
+    (the key, the body, the answer)."""
+    k = t.new_key(label)
+    body = t.payment_body(description="%s %s" % (label, k))
+    r = t.post(PAY, body, key=k)
+    t.expect_status(r, 201)
+    return k, body, r
+
+
+def _executed_anew(t, body, k, first):
+    """body under k executes: 201, not a replay, not the first payment."""
+    r = t.post(PAY, body, key=k)
+    t.expect_status(r, 201)
+    t.expect_not_replayed(r)
+    t.expect(r.json()["id"] != first.json()["id"], "the first payment "
+             "answered again")
+
+
 def _payments(t, description):
     return t.db.int("select count(*) from payments where api_key_id = %d "
                     "and description = %s" % (t.a.id, q(description)))
@@ -56,10 +75,7 @@ def _payments(t, description):
        "-> 410 idempotency-key-expired, again and again, one payment; "
        "another body under the key executes (201)", needs=("idemctl",))
 def _(t):
-    k = t.new_key("rem")
-    body = t.payment_body(description="rem " + k)
-    first = t.post(PAY, body, key=k)
-    t.expect_status(first, 201)
+    k, body, first = _first(t, "rem")
     t.expect_eq(t.db.int("select remember_ms / 1000 from idempotency_keys "
                          "where api_key_id = %d and key = %s"
                          % (t.a.id, q(k))), REMEMBER_S,
@@ -83,12 +99,7 @@ def _(t):
         t.note("retry %d: 410, detail %r" % (i, doc["detail"]))
     t.expect_counts_unchanged(before, "rows after the 410s")
     t.expect_eq(_payments(t, body["description"]), 1, "payments of the body")
-    other = dict(body, amount=body["amount"] + 1)
-    r = t.post(PAY, other, key=k)
-    t.expect_status(r, 201)
-    t.expect_not_replayed(r)
-    t.expect(r.json()["id"] != first.json()["id"], "the first payment "
-             "answered again")
+    _executed_anew(t, dict(body, amount=body["amount"] + 1), k, first)
     t.expect_eq(_payments(t, body["description"]), 2, "payments of the key")
     # The key now holds the other request, live: the first body is 422.
     t.expect_problem(t.post(PAY, body, key=k), 422, "idempotency-key-reused")
@@ -97,9 +108,7 @@ def _(t):
 @check("remember: a key never seen, and an expired key's other tenant, "
        "execute (201) on a route that remembers", needs=("idemctl",))
 def _(t):
-    k = t.new_key("remnew")
-    body = t.payment_body(description="remnew " + k)
-    t.expect_status(t.post(PAY, body, key=k), 201)
+    k, body, _ = _first(t, "remnew")
     _expire(t, k)
     n, _ = _evict(t)
     t.expect(n >= 1, "idemctl evict evicted %d keys" % n)
@@ -124,9 +133,7 @@ def _(t):
        "is kept; each body is 410 once its own record is evicted",
        needs=("idemctl",))
 def _(t):
-    k = t.new_key("remx")
-    body = t.payment_body(description="remx " + k)
-    t.expect_status(t.post(PAY, body, key=k), 201)
+    k, body, _ = _first(t, "remx")
     _expire(t, k)
     t.expect_problem(t.post(PAY, body, key=k), 410,
                      "idempotency-key-expired")
@@ -150,10 +157,7 @@ def _(t):
        "trace, the same request executes again (201, a second payment)",
        needs=("idemctl",))
 def _(t):
-    k = t.new_key("remw")
-    body = t.payment_body(description="remw " + k)
-    first = t.post(PAY, body, key=k)
-    t.expect_status(first, 201)
+    k, body, first = _first(t, "remw")
     _expire(t, k)
     _evict(t)
     t.expect_problem(t.post(PAY, body, key=k), 410,
@@ -167,11 +171,7 @@ def _(t):
     t.expect_eq(t.db.int("select count(*) from idem_remembered where "
                          "key_digest = %d" % _digest(t, k)), 0,
                 "rows of the key left in idem_remembered")
-    r = t.post(PAY, body, key=k)
-    t.expect_status(r, 201)
-    t.expect_not_replayed(r)
-    t.expect(r.json()["id"] != first.json()["id"], "the first payment "
-             "answered again")
+    _executed_anew(t, body, k, first)
     t.expect_eq(_payments(t, body["description"]), 2, "payments of the body")
 
 

@@ -51,6 +51,12 @@ class Hook:
         self.ep = r.json_or_fail()
         self.secret = self.ep.get("secret", "")
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def close(self):
         try:
             self.t.request("DELETE", "%s/%s" % (EP, self.ep["id"]),
@@ -241,8 +247,7 @@ def _(t):
        "GET /v1/payments/:id; a replay of the create delivers nothing more",
        needs=("idemctl",))
 def _(t):
-    h = Hook(t, "wh1")
-    try:
+    with Hook(t, "wh1") as h:
         k = t.new_key("wh1")
         first = t.post(PAY, t.payment_body(description="wh1"), key=k,
                        token=h.tenant)
@@ -282,29 +287,23 @@ def _(t):
         t.expect_eq(h.delivery_rows(d.id), [{"state": "delivered",
                                              "attempts": 1}],
                     "its delivery row")
-    finally:
-        h.close()
 
 
 @check("webhooks: a delivery's signature verified by the npm package "
        "standardwebhooks (not libidem's code), and refused under another "
        "secret", needs=("idemctl",))
 def _(t):
-    h = Hook(t, "whnpm")
-    try:
+    with Hook(t, "whnpm") as h:
         p = h.pay(description="whnpm")
         expect_signed_npm(t, h.secret, h.one_delivery(p["id"],
                                                       "payment.succeeded"))
-    finally:
-        h.close()
 
 
 @check("webhooks: a refund -> one refund.created, data the refund as "
        "created; an endpoint not subscribed to it gets none",
        needs=("idemctl",))
 def _(t):
-    h = Hook(t, "wh2", events=["refund.created"])
-    try:
+    with Hook(t, "wh2", events=["refund.created"]) as h:
         p = h.pay(amount=700)
         r = t.post("%s/%s/refunds" % (PAY, p["id"]), {"amount": 300},
                    key=t.new_key("wh2"), token=h.tenant)
@@ -317,48 +316,44 @@ def _(t):
         # event committed before the refund's, which has arrived).
         t.expect_eq([x.json()["type"] for x in h.rcv.got()],
                     ["refund.created"], "the types delivered")
-    finally:
-        h.close()
 
 
 @check("webhooks: a create rolled back (500: a trigger fails its INSERT) "
        "makes no event, ever; its retry with the key makes one, delivered "
        "once", needs=("idemctl",))
 def _(t):
-    h = Hook(t, "wh3")
-    desc = "wh3 " + t.run_id
-    drop = t.db.before_insert("wh3_%s" % t.run_id, "payments",
-                              "new.description = %s" % q(desc),
-                              "raise exception 'injected failure'")
-    try:
-        k = t.new_key("wh3")
-        body = t.payment_body(description=desc)
-        r = t.post(PAY, body, key=k, token=h.tenant)
-        t.expect_status(r, 500)
-        t.expect_eq(h.events(), [], "events after the rolled-back create")
-        t.db.run(drop)
-        drop = None
-        ok = t.post(PAY, body, key=k, token=h.tenant)
-        t.expect_status(ok, 201)
-        d = h.one_delivery(ok.json()["id"], "payment.succeeded")
-        ev = h.events()
-        t.expect_eq(ev, [("payment.succeeded", d.id)],
-                    "the tenant's events: the retry's only")
-        t.expect_eq([x.id for x in h.rcv.got()], [d.id],
-                    "deliveries: the retry's only")
-    finally:
-        if drop:
+    with Hook(t, "wh3") as h:
+        desc = "wh3 " + t.run_id
+        drop = t.db.before_insert("wh3_%s" % t.run_id, "payments",
+                                  "new.description = %s" % q(desc),
+                                  "raise exception 'injected failure'")
+        try:
+            k = t.new_key("wh3")
+            body = t.payment_body(description=desc)
+            r = t.post(PAY, body, key=k, token=h.tenant)
+            t.expect_status(r, 500)
+            t.expect_eq(h.events(), [], "events after the rolled-back create")
             t.db.run(drop)
-        h.close()
+            drop = None
+            ok = t.post(PAY, body, key=k, token=h.tenant)
+            t.expect_status(ok, 201)
+            d = h.one_delivery(ok.json()["id"], "payment.succeeded")
+            ev = h.events()
+            t.expect_eq(ev, [("payment.succeeded", d.id)],
+                        "the tenant's events: the retry's only")
+            t.expect_eq([x.id for x in h.rcv.got()], [d.id],
+                        "deliveries: the retry's only")
+        finally:
+            if drop:
+                t.db.run(drop)
 
 
 @check("webhooks: a receiver answering 500 to each first attempt gets it "
        "again with the same webhook-id; deduplicating on it, it applies "
        "each of three events exactly once", needs=("idemctl",))
 def _(t):
-    h = Hook(t, "wh4")
-    h.rcv.fail_first = True
-    try:
+    with Hook(t, "wh4") as h:
+        h.rcv.fail_first = True
         p1 = h.pay(amount=500)
         p2 = h.pay(amount=600)
         r = t.post("%s/%s/refunds" % (PAY, p1["id"]), {"amount": 100},
@@ -385,16 +380,13 @@ def _(t):
                         "%s's delivery row" % wid)
         t.expect_eq(sorted(e[1] for e in h.events()), sorted(ids),
                     "the tenant's events")
-    finally:
-        h.close()
 
 
 @check("webhooks: a receiver down for a while (connections refused) gets "
        "the event once it is back, after failed attempts recorded",
        needs=("idemctl",))
 def _(t):
-    h = Hook(t, "wh5")
-    try:
+    with Hook(t, "wh5") as h:
         h.rcv.stop()
         p = h.pay()
         ev = _wait(t, h.events, "the event committed")
@@ -419,8 +411,6 @@ def _(t):
         rows = h.settled(wid)
         t.expect_eq(len(h.rcv.got()), 1, "deliveries once back")
         t.expect(rows[0]["attempts"] >= 3, "the delivery row: %r" % rows)
-    finally:
-        h.close()
 
 
 @check("webhooks: /openapi.json lists payment.succeeded, payment.failed, "

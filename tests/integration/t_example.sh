@@ -39,6 +39,16 @@ check() {	# check NAME DIAG COMMAND...: ok when COMMAND succeeds
 	if "$@"; then ok "$name"; else nok "$name" "$diag"; fi
 }
 finish() { echo "1..$N"; [ "$FAILED" = 0 ]; exit; }
+build_copy() {	# build_copy NAME: examples/NAME copied into $TMP, built there
+	cp -R "$SRCDIR/examples/$1" "$TMP/$1"
+	rm -f "$TMP/$1/$1"
+	if out=$(make -C "$TMP/$1" CFLAGS="-O2 -g -Wall -Wextra -Werror" 2>&1); then
+		ok "make -C a copy of examples/$1 builds it without warnings"
+	else
+		nok "make -C a copy of examples/$1 builds it without warnings" "$out"
+		finish
+	fi
+}
 
 if [ -z "${PREFIX:-}" ]; then
 	echo "1..0 # SKIP PREFIX (an installed prefix) is not set"
@@ -110,14 +120,7 @@ check "idem.h alone does not declare the operator's calls (idem_db_open)" \
     "$TMP/handler.c"
 
 # --- build the copy --------------------------------------------------------------
-cp -R "$SRCDIR/examples/hello" "$TMP/hello"
-rm -f "$TMP/hello/hello"
-if out=$(make -C "$TMP/hello" CFLAGS="-O2 -g -Wall -Wextra -Werror" 2>&1); then
-	ok "make -C a copy of examples/hello builds it without warnings"
-else
-	nok "make -C a copy of examples/hello builds it without warnings" "$out"
-	finish
-fi
+build_copy hello
 BIN=$TMP/hello/hello
 check "the build produced an executable" "$BIN missing" test -x "$BIN"
 
@@ -301,14 +304,7 @@ fi
 APP_PID=
 
 # --- the second example: examples/ledger (declared body, JSON writer, phases) --
-cp -R "$SRCDIR/examples/ledger" "$TMP/ledger"
-rm -f "$TMP/ledger/ledger"
-if out=$(make -C "$TMP/ledger" CFLAGS="-O2 -g -Wall -Wextra -Werror" 2>&1); then
-	ok "make -C a copy of examples/ledger builds it without warnings"
-else
-	nok "make -C a copy of examples/ledger builds it without warnings" "$out"
-	finish
-fi
+build_copy ledger
 SOCK=$TMP/ledger.sock
 cd "$TMP/ledger" || finish
 systemd-socket-activate -l "$SOCK" ./ledger >"$TMP/ledger.log" 2>&1 &

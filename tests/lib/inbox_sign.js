@@ -8,16 +8,13 @@
 "use strict";
 
 const path = require("path");
+const jsonJob = require("./json_job");
 
-let input = "";
-process.stdin.setEncoding("utf8");
-process.stdin.on("data", (d) => { input += d; });
-process.stdin.on("end", () => {
-    const job = JSON.parse(input);
+jsonJob((job) => {
     const { Webhook } = require(path.join(job.modules, "standardwebhooks"));
     const Stripe = require(path.join(job.modules, "stripe"));
     const stripe = new Stripe("sk_test_unused");
-    const out = job.cases.map((c) => {
+    return job.cases.map((c) => {
         const body = Buffer.from(c.body, "base64");
         if (c.scheme === "stripe")
             return {
@@ -32,5 +29,4 @@ process.stdin.on("end", () => {
                 new Date(c.ts * 1000), body),
         };
     });
-    process.stdout.write(JSON.stringify(out));
 });
