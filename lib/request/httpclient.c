@@ -24,6 +24,7 @@
 
 #include "private.h"
 #include "httpclient.h"
+#include "fields.h"
 
 struct idem_http {
 	char		*method;
@@ -41,15 +42,9 @@ struct idem_http {
 	atomic_int	*cancel;	/* set: abandon the call (stopping) */
 };
 
-struct idem_http_hdr {
-	char	*name;
-	char	*value;
-};
-
 struct idem_http_resp {
 	long			 status;
-	struct idem_http_hdr	*hdrs;
-	size_t			 nhdrs;
+	struct idem_fields	 hdrs;
 	size_t			 hdr_bytes;
 	struct idem_buf		 body;
 	size_t			 max_body;
@@ -460,20 +455,6 @@ idem_http_ca_file(idem_http *h, const char *path)
 
 /* --- the answer ------------------------------------------------------------ */
 
-static void
-resp_clear_headers(idem_http_resp *r)
-{
-	size_t	i;
-
-	for (i = 0; i < r->nhdrs; i++) {
-		free(r->hdrs[i].name);
-		free(r->hdrs[i].value);
-	}
-	free(r->hdrs);
-	r->hdrs = NULL;
-	r->nhdrs = 0;
-}
-
 static size_t
 on_body(char *p, size_t size, size_t n, void *arg)
 {
@@ -493,8 +474,7 @@ static size_t
 on_header(char *p, size_t size, size_t n, void *arg)
 {
 	idem_http_resp		*r = arg;
-	struct idem_http_hdr	*g;
-	const char		*colon, *v, *end;
+	const char		*end;
 
 	n *= size;
 	r->hdr_bytes += n;
@@ -503,31 +483,16 @@ on_header(char *p, size_t size, size_t n, void *arg)
 		return 0;
 	}
 	if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) {
-		resp_clear_headers(r);
+		idem_fields_free(&r->hdrs);
 		return n;
 	}
 	end = p + n;
 	while (end > p && (end[-1] == '\r' || end[-1] == '\n'))
 		end--;
-	if ((colon = memchr(p, ':', (size_t)(end - p))) == NULL ||
-	    colon == p)
-		return n;	/* the blank line, or a folded line: ignored */
-	for (v = colon + 1; v < end && (*v == ' ' || *v == '\t'); v++)
-		;
-	while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
-		end--;
-	if ((g = reallocarray(r->hdrs, r->nhdrs + 1, sizeof(*g))) == NULL)
+	/* The blank line, or a folded line: not a field, ignored. */
+	if (idem_fields_add_line(&r->hdrs, p, (size_t)(end - p)) ==
+	    IDEM_FIELDS_NO_MEMORY)
 		return 0;
-	r->hdrs = g;
-	g = &r->hdrs[r->nhdrs];
-	g->name = strndup(p, (size_t)(colon - p));
-	g->value = strndup(v, (size_t)(end - v));
-	if (g->name == NULL || g->value == NULL) {
-		free(g->name);
-		free(g->value);
-		return 0;
-	}
-	r->nhdrs++;
 	return n;
 }
 
@@ -540,14 +505,7 @@ idem_http_resp_status(const idem_http_resp *r)
 const char *
 idem_http_resp_header(const idem_http_resp *r, const char *name)
 {
-	size_t	i;
-
-	if (r == NULL || name == NULL)
-		return NULL;
-	for (i = 0; i < r->nhdrs; i++)
-		if (strcasecmp(r->hdrs[i].name, name) == 0)
-			return r->hdrs[i].value;
-	return NULL;
+	return r == NULL ? NULL : idem_fields_get(&r->hdrs, name);
 }
 
 const char *
@@ -579,7 +537,7 @@ idem_http_resp_free(idem_http_resp *r)
 {
 	if (r == NULL)
 		return;
-	resp_clear_headers(r);
+	idem_fields_free(&r->hdrs);
 	idem_buf_free(&r->body);
 	if (r->json != NULL)
 		yajl_tree_free(r->json);

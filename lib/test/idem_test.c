@@ -31,6 +31,7 @@
 #include "idem_test.h"
 #include "idem_test_private.h"
 #include "idem_test_internal.h"
+#include "fields.h"
 
 #define FCGI_BEGIN_REQUEST	1
 #define FCGI_END_REQUEST	3
@@ -49,15 +50,9 @@ struct idem_test {
 	char		 err[256];
 };
 
-struct hdr {
-	char		*name;
-	char		*value;
-};
-
 struct idem_test_resp {
 	int		 status;
-	struct hdr	*h;
-	size_t		 nh;
+	struct idem_fields h;
 	char		*body;
 	size_t		 bodylen;
 };
@@ -409,20 +404,8 @@ client(void *arg)
 static int
 add_header(struct idem_test_resp *r, const char *line, size_t len)
 {
-	const char	*colon = memchr(line, ':', len), *v;
-	struct hdr	*nh;
-
-	if (colon == NULL)
-		return -1;
-	if ((nh = realloc(r->h, (r->nh + 1) * sizeof(*nh))) == NULL)
-		return -1;
-	r->h = nh;
-	for (v = colon + 1; v < line + len && (*v == ' ' || *v == '\t'); v++)
-		;
-	nh[r->nh].name = strndup(line, (size_t)(colon - line));
-	nh[r->nh].value = strndup(v, (size_t)(line + len - v));
-	r->nh++;
-	return nh[r->nh - 1].name && nh[r->nh - 1].value ? 0 : -1;
+	return idem_fields_add_line(&r->h, line, len) == IDEM_FIELDS_ADDED ?
+	    0 : -1;
 }
 
 /* CGI output: header lines, an empty line, the body. */
@@ -524,12 +507,7 @@ idem_test_status(const struct idem_test_resp *r)
 const char *
 idem_test_header(const struct idem_test_resp *r, const char *name)
 {
-	size_t	i;
-
-	for (i = 0; i < r->nh; i++)
-		if (strcasecmp(r->h[i].name, name) == 0)
-			return r->h[i].value;
-	return NULL;
+	return idem_fields_get(&r->h, name);
 }
 
 const char *
@@ -543,15 +521,9 @@ idem_test_body(const struct idem_test_resp *r, size_t *len)
 void
 idem_test_response_free(struct idem_test_resp *r)
 {
-	size_t	i;
-
 	if (r == NULL)
 		return;
-	for (i = 0; i < r->nh; i++) {
-		free(r->h[i].name);
-		free(r->h[i].value);
-	}
-	free(r->h);
+	idem_fields_free(&r->h);
 	free(r->body);
 	free(r);
 }

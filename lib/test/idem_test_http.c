@@ -26,6 +26,7 @@
 
 #include "idem_test.h"
 #include "idem_test_internal.h"
+#include "fields.h"
 
 #define HEAD_MAX	(64 * 1024)		/* request line and headers */
 #define BODY_MAX	(16 * 1024 * 1024)	/* a request's body */
@@ -35,8 +36,7 @@
 struct rec {
 	char		*method, *path, *body;
 	size_t		 bodylen;
-	char		**h;	/* its header lines: name, value, name... */
-	size_t		 nh;
+	struct idem_fields h;	/* its header fields */
 };
 
 /* A scripted answer, copied. */
@@ -180,27 +180,13 @@ str_add(struct str *b, const char *p, size_t n)
 static int
 split_headers(struct rec *r, const char *head)
 {
-	const char	*l, *c, *v, *e;
-	size_t		 n = 0;
+	const char	*l, *e;
 
-	for (l = head; (l = strstr(l, "\r\n")) != NULL; l += 2)
-		n++;
-	if ((r->h = calloc(2 * n + 2, sizeof(char *))) == NULL)
-		return -1;
 	for (l = strstr(head, "\r\n") + 2; (e = strstr(l, "\r\n")) != NULL;
-	    l = e + 2) {
-		if ((c = memchr(l, ':', (size_t)(e - l))) == NULL)
-			continue;
-		for (v = c + 1; v < e && (*v == ' ' || *v == '\t'); v++)
-			;
-		while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
-			e--;
-		r->h[2 * r->nh] = strndup(l, (size_t)(c - l));
-		r->h[2 * r->nh + 1] = strndup(v, (size_t)(e - v));
-		if (r->h[2 * r->nh++] == NULL || r->h[2 * r->nh - 1] == NULL)
+	    l = e + 2)
+		if (idem_fields_add_line(&r->h, l, (size_t)(e - l)) ==
+		    IDEM_FIELDS_NO_MEMORY)
 			return -1;
-		e = strstr(e, "\r\n");
-	}
 	return 0;
 }
 
@@ -208,12 +194,7 @@ split_headers(struct rec *r, const char *head)
 static const char *
 rec_header(const struct rec *r, const char *name)
 {
-	size_t	i;
-
-	for (i = 0; i < r->nh; i++)
-		if (strcasecmp(r->h[2 * i], name) == 0)
-			return r->h[2 * i + 1];
-	return NULL;
+	return idem_fields_get(&r->h, name);
 }
 
 /* At least want bytes in b (reading more from fd): 0, or -1. */
@@ -259,11 +240,7 @@ unchunk(struct idem_test_http *s, int fd, struct str *in, size_t off,
 static void
 rec_free(struct rec *r)
 {
-	size_t	i;
-
-	for (i = 0; i < 2 * r->nh; i++)
-		free(r->h[i]);
-	free(r->h);
+	idem_fields_free(&r->h);
 	free(r->method);
 	free(r->path);
 	free(r->body);
