@@ -10,6 +10,8 @@ import json
 import socket
 import time
 
+from httpc import Response
+
 
 class Answer:
     __slots__ = ("status", "headers", "body", "elapsed", "error", "t0",
@@ -24,12 +26,9 @@ class Answer:
         self.error = error
         self.t0, self.t1 = t0, t1
 
-    def header(self, name):
-        name = name.lower()
-        for k, v in self.headers:
-            if k.lower() == name:
-                return v
-        return None
+    # the first value of a header, by name in any case: self.headers are
+    # (name, value) pairs as in tests/integration's responses
+    header = Response.header
 
     @property
     def replayed(self):
