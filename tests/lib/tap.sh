@@ -75,18 +75,15 @@ tap_consume() {
 		desc=${line#ok}; desc=${desc#not ok}
 		desc=${desc#"${desc%%[![:space:]0-9]*}"}; desc=${desc#- }
 		desc=${desc%%#*}; desc=${desc%"${desc##*[![:space:]]}"}
-		if [[ $line =~ $re_nok ]]; then
+		if [[ $line =~ $re_nok || $line =~ $re_ok ]]; then
 			n=$((n + 1))
-			if [[ $line =~ $re_todo ]]; then
+			if [[ $line =~ $re_nok && $line =~ $re_todo ]]; then
 				tap_count_skip "$label: $desc: TODO ${BASH_REMATCH[2]}"
-			else
+			elif [[ $line =~ $re_nok ]]; then
 				f=$((f + 1))
 				TAP_FAILED=$((TAP_FAILED + 1))
 				TAP_FAILS+=("$label: $desc")
-			fi
-		elif [[ $line =~ $re_ok ]]; then
-			n=$((n + 1))
-			if [[ $line =~ $re_skip ]]; then
+			elif [[ $line =~ $re_skip ]]; then
 				tap_count_skip "$label: $desc: ${BASH_REMATCH[2]:-no reason given}"
 			else
 				TAP_PASSED=$((TAP_PASSED + 1))
