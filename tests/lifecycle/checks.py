@@ -36,10 +36,12 @@ OUTCOMES = ("created", "replayed", "in_flight", "reused", "rejected",
 
 # --- helpers ---
 
-def crash(t, fault, key, body):
-    """POST through the fixture whose app has IDEM_FAULT=fault: its worker
-    must be SIGKILLed there (the client sees a 5xx or no answer)."""
-    fx = t.env.fx[FAULT_FX[fault]]
+def crash(t, fault, key, body, fx=None):
+    """POST through fx (by default the fixture whose app has
+    IDEM_FAULT=fault): its worker must be SIGKILLed there (the client sees
+    a 5xx or no answer).  Returns the monotonic time the POST was sent (at
+    or before the kill)."""
+    fx = fx or t.env.fx[FAULT_FX[fault]]
     fx.wait_ready()             # lighttpd respawned it after an earlier crash
     before = fx.pids()
     t.expect(before, "[%s] no payments.fcgi process to crash" % fx.name)
@@ -47,6 +49,7 @@ def crash(t, fault, key, body):
     nlog = len([ln for ln in fx.app_log_lines()
                 if ln.get("msg", "").startswith("fault: killing")])
     r = None
+    t0 = time.monotonic()
     try:
         r = t.post(PAY, body, key=key, fx=fx.name)
     except (OSError, http.client.HTTPException) as e:
@@ -63,7 +66,7 @@ def crash(t, fault, key, body):
                 % fx.name)
     t.expect_eq(lines[-1]["msg"], "fault: killing the process %s %s"
                 % (when, point), "the crash switch's log line")
-    return r
+    return t0
 
 
 def expect_record(t, key, state, point, leased, what):

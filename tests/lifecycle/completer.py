@@ -169,9 +169,8 @@ def _(t):
     t.expect_eq((s["attention"], s["attempts"]), (False, 0),
                 "the record after key retry")
     # A key with no record: an error, nothing changed.
-    p = subprocess.run([env.idemctl, "-c", env.conf["main"], "key", "retry",
-                        ten.name, "no-such-key"], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=30)
+    p = env.ctl_run(env.conf["main"], "key", "retry", ten.name,
+                    "no-such-key", timeout=30)
     t.expect_eq(p.returncode, 1, "idemctl key retry of a missing key")
 
 
@@ -201,10 +200,8 @@ def _(t):
     rows = env.payments_described(body["description"])
     t.expect_eq([(x["id"], x["status"] == "succeeded") for x in rows],
                 [(pid, False)], "the payment row, not charged")
-    p = subprocess.run([env.idemctl, "-c", env.conf["main"], "key",
-                        "abandon", env.tenant.name, key],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=30)
+    p = env.ctl_run(env.conf["main"], "key", "abandon", env.tenant.name, key,
+                    timeout=30)
     t.expect_eq(p.returncode, 1, "a second abandon of a completed record")
 
 

@@ -341,10 +341,8 @@ def complete(t):
     whatever earlier checks left behind)."""
     env = t.env
     before = in_progress_ids(t)
-    p = subprocess.run([env.idemctl, "-c", env.conf["main"], "complete",
-                        "--app", env.app], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=60)
+    p = env.ctl_run(env.conf["main"], "complete", "--app", env.app,
+                    timeout=60)
     out = p.stdout.decode()
     m = re.match(r"^completed (\d+) keys, (\d+) left$", out.strip())
     t.expect(m is not None, "idemctl complete printed %r (exit %d): %s"

@@ -20,17 +20,16 @@ docs/operations.md ("Leases and clocks").
 Registered into run.py's list.
 """
 
-import http.client
 import os
 import shutil
 import subprocess
 import threading
 import time
 
-from harness import Failed, Session, check, pid_running, q
+from harness import Failed, Session, check, q
 from missing import in_ci
-from lcenv import PAY, Fixture, wait_until
-from checks import charge_of, expect_completed, replays
+from lcenv import PAY, Fixture, route_section, wait_until, write_ini
+from checks import charge_of, crash, expect_completed, replays
 
 LEASE_S = 10.0          # the default [idempotency] lease
 SLACK_S = 2.0           # the target: resumed within lease + 2 s
@@ -67,13 +66,8 @@ def write_lease_config(path, conninfo, appname, acquirer_url, lease=None,
         "acquirer_url = %s" % acquirer_url,
         "acquirer_timeout = %s" % acquirer_timeout,
         "",
-        '[route "POST /v1/payments"]',
-        "ttl = 7d",
-        "deadline = %s" % deadline,
-    ]
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    os.chmod(path, 0o644)
+    ] + route_section(deadline)
+    write_ini(path, lines)
 
 
 class LeaseFixture:
@@ -194,31 +188,6 @@ def exactly_once(t, key, body, r, st0):
     replays(t, key, body, r)
 
 
-def kill_at(t, fx, fault, key, body):
-    """POST through fx (IDEM_FAULT=fault): its worker is SIGKILLed at the
-    boundary.  Returns the monotonic time the POST was sent (at or before
-    the kill)."""
-    before = fx.pids()
-    t.expect(before, "[%s] no payments.fcgi process to kill" % fx.name)
-    t0 = time.monotonic()
-    r = None
-    try:
-        r = t.post(PAY, body, key=key, fx=fx.name)
-    except (OSError, http.client.HTTPException) as e:
-        t.note("the killed request: %s: %s" % (type(e).__name__, e))
-    if r is not None and r.status < 500:
-        t.fail("POST through %s (IDEM_FAULT=%s) answered %s; its worker "
-               "should have been killed" % (fx.name, fault, r.status))
-    wait_until(lambda: not any(pid_running(p) for p in before), 10,
-               "[%s] the killed payments.fcgi is gone" % fx.name)
-    lines = [ln["msg"] for ln in fx.app_log_lines()
-             if ln.get("msg", "").startswith("fault: killing")]
-    t.expect_eq(lines[-1:], ["fault: killing the process %s %s"
-                             % tuple(fault.split(":"))],
-                "the crash switch's log line")
-    return t0
-
-
 def killed_owner_resumed(t, fault):
     env = t.env
     label = "lease-kill-" + SHORT[fault]
@@ -227,7 +196,7 @@ def killed_owner_resumed(t, fault):
     st0 = env.sim.stats()
     with LeaseFixture(t, "ls-main") as main, \
             LeaseFixture(t, "ls-k" + SHORT[fault], fault) as victim:
-        t0 = kill_at(t, victim, fault, key, body)
+        t0 = crash(t, fault, key, body, victim)
         rec = env.record(key)
         t.expect(rec is not None and rec["state"] == "in_progress",
                  "after the kill: the record in progress: %r" % rec)
