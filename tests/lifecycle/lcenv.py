@@ -203,6 +203,18 @@ def write_ini(path, lines):
     os.chmod(path, 0o644)
 
 
+def fresh(t, label, once=None):
+    """What a check of one new payment starts from: (env, a new
+    idempotency key, a payment body, the simulator's stats before); once:
+    the simulator's mode for the next acquirer call only."""
+    env = t.env
+    key, body = env.new_key(label), env.payment_body(label)
+    st0 = env.sim.stats()
+    if once is not None:
+        env.sim.control(once, count=1)
+    return env, key, body, st0
+
+
 # --- what the webhook checks (webhooks.py, inbox.py) start from ---
 
 def subscribed_tenant(t, url, label):

@@ -29,7 +29,8 @@ import time
 from harness import Failed, Session, check, q
 from missing import in_ci
 from lcenv import PAY, Fixture, route_section, wait_until, write_ini
-from checks import charge_of, crash, expect_completed, replays
+from checks import (charge_of, completed_replayed, crash, expect_completed,
+                    replays)
 
 LEASE_S = 10.0          # the default [idempotency] lease
 SLACK_S = 2.0           # the target: resumed within lease + 2 s
@@ -184,8 +185,7 @@ def exactly_once(t, key, body, r, st0):
     t.expect_eq(c["charges"], 1, "charges under the derived key")
     t.expect_eq(rows[0]["acquirer_charge"], c["id"], "payments."
                 "acquirer_charge vs the acquirer's charge")
-    expect_completed(t, key, 201)
-    replays(t, key, body, r)
+    completed_replayed(t, key, body, r)
 
 
 def killed_owner_resumed(t, fault):
@@ -590,8 +590,7 @@ def eviction_during_takeover(t, fault):
         t.expect_eq(row["idem_key_id"], rec["id"], "payments.idem_key_id "
                     "(the record resumed, not evicted and replaced)")
     one_charge(t, row["id"], st0)
-    expect_completed(t, key, 201)
-    replays(t, key, body, r)
+    completed_replayed(t, key, body, r)
     t.note("eviction deleted %d keys meanwhile" % n)
 
 
