@@ -271,11 +271,8 @@ def _(t):
 # --- crashes at phase boundaries ---
 
 def phased_crash(t, fault, label, calls_for_key):
-    env = t.env
-    key = env.new_key(label)
-    body = env.payment_body(label)
+    env, key, body, st0 = fresh(t, label)
     desc = body["description"]
-    st0 = env.sim.stats()
     crash(t, fault, key, body)
 
     rec = expect_record(t, key, "in_progress", POINT_LEFT[fault], True,

@@ -31,10 +31,11 @@ from exactly_once import (complete, one_charge, succeeded_once,
 ABANDONED_TYPE = "/problems/idempotency-key-abandoned"
 
 
-def drain(t):
+def drained(t):
     """One completer run first, so that records other checks left do not
-    come before this check's own."""
+    come before this check's own: (env, the simulator's stats after)."""
     complete(t)
+    return t.env, t.env.sim.stats()
 
 
 def revoked_ten(t, label):
@@ -87,9 +88,7 @@ def schedule(t, tenant_id, key):
        "(idem_keys_attention, idemctl stats, key show, key retry)",
        needs=("faults",))
 def _(t):
-    env = t.env
-    drain(t)
-    st0 = env.sim.stats()
+    env, st0 = drained(t)
     ten, keys = revoked_ten(t, "starve")
     key, body, rec, pid = live_abandoned(t, "live")
     conf = os.path.join(env.tmp, "janitor-c.ini")
@@ -210,9 +209,7 @@ def _(t):
        "record attempted once, charged once, completed once",
        needs=("faults",))
 def _(t):
-    env = t.env
-    drain(t)
-    st0 = env.sim.stats()
+    env, st0 = drained(t)
     recs = [live_abandoned(t, "two%d" % i) for i in range(2)]
     held0 = env.sim.stats()["held"]
     env.sim.control("hold", count=2)

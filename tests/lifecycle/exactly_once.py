@@ -340,13 +340,13 @@ def complete(t):
 
 
 def abandoned(t, fault, label):
-    """A record whose owner was killed at fault, with no client retry."""
-    env = t.env
-    key, body = env.new_key(label), env.payment_body(label)
+    """A record whose owner was killed at fault, with no client retry:
+    (env, key, body, the simulator's stats before, the record)."""
+    env, key, body, st0 = fresh(t, label)
     crash(t, fault, key, body)
     rec = expect_record(t, key, "in_progress", POINT_LEFT[fault], True,
                         "after the crash")
-    return key, body, rec
+    return env, key, body, st0, rec
 
 
 def wait_lease_lapsed(t, rec):
@@ -373,9 +373,7 @@ def late_retry_replays(t, key, body, status, pid):
 
 
 def completer_finishes(t, fault, label):
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, fault, label)
+    env, key, body, st0, rec = abandoned(t, fault, label)
     pid = env.payments_described(body["description"])[0]["id"]
     # A live lease is never taken: the owner might still be running.
     done, left, moved = complete(t)
@@ -419,9 +417,7 @@ for _fault in ("after:payment_created", "before:charged", "after:charged"):
        "charge, one succeeded payment, the record completed and replayed",
        needs=("faults",))
 def _(t):
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, "after:payment_created", "race")
+    env, key, body, st0, rec = abandoned(t, "after:payment_created", "race")
     wait_lease_lapsed(t, rec)
     res = {}
     th = threading.Thread(target=lambda: res.update(c=complete(t)),
@@ -466,9 +462,7 @@ def _(t):
        "payment failed, one declined charge; a late retry replays the 402",
        needs=("faults",))
 def _(t):
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, "after:payment_created", "cref")
+    env, key, body, st0, rec = abandoned(t, "after:payment_created", "cref")
     pid = env.payments_described(body["description"])[0]["id"]
     wait_lease_lapsed(t, rec)
     env.sim.control("decline", count=1)
@@ -527,9 +521,7 @@ def _clive(t, key, body, st0):
        "idem_keys_completed_total counts it; a late retry replays it",
        needs=("faults",))
 def _(t):
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, "after:payment_created", "jan")
+    env, key, body, st0, rec = abandoned(t, "after:payment_created", "jan")
     pid = env.payments_described(body["description"])[0]["id"]
     conf = os.path.join(env.tmp, "janitor.ini")
     write_config(conf, env.conninfo, "lc-janitor", env.sim.url,

@@ -28,7 +28,8 @@ import time
 
 from harness import Failed, Session, check, q
 from missing import in_ci
-from lcenv import PAY, Fixture, route_section, wait_until, write_ini
+from lcenv import (PAY, Fixture, fresh, route_section, wait_until,
+                   write_ini)
 from checks import (charge_of, completed_replayed, crash, expect_completed,
                     replays)
 
@@ -189,11 +190,7 @@ def exactly_once(t, key, body, r, st0):
 
 
 def killed_owner_resumed(t, fault):
-    env = t.env
-    label = "lease-kill-" + SHORT[fault]
-    key = env.new_key(label)
-    body = env.payment_body(label)
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "lease-kill-" + SHORT[fault])
     with LeaseFixture(t, "ls-main") as main, \
             LeaseFixture(t, "ls-k" + SHORT[fault], fault) as victim:
         t0 = crash(t, fault, key, body, victim)
@@ -234,10 +231,7 @@ for _fault in BOUNDARIES:
        "heartbeat renews its lease, the owner answers 201; one charge, "
        "one payment, replay byte-identical")
 def _(t):
-    env = t.env
-    key = env.new_key("lease-alive")
-    body = env.payment_body("lease-alive")
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "lease-alive")
     with LeaseFixture(t, "ls-main") as main:
         renew0 = metric(t, main.name, "idem_lease_renewals_total")
         t.expect(renew0 >= 0, "no idem_lease_renewals_total in /metrics")
@@ -394,11 +388,7 @@ def _(t):
 
 
 def stalled_then_restarted(t, fault):
-    env = t.env
-    label = "lease-pgr-" + SHORT[fault]
-    key = env.new_key(label)
-    body = env.payment_body(label)
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "lease-pgr-" + SHORT[fault])
     with LeaseFixture(t, "ls-main") as main, \
             LeaseFixture(t, "ls-s" + SHORT[fault], "stall-" + fault) as fx:
         out = {}
@@ -458,10 +448,7 @@ for _fault in BOUNDARIES:
        "reconnects, the lease never lapses, retries meanwhile are 409; one "
        "charge, one payment, replay byte-identical")
 def _(t):
-    env = t.env
-    key = env.new_key("lease-hbkill")
-    body = env.payment_body("lease-hbkill")
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "lease-hbkill")
     hb_sessions = ("select pid from pg_stat_activity where datname = %s "
                    "and application_name = 'idem heartbeat'"
                    % q(env.dbname))
@@ -534,9 +521,7 @@ def race(t, *fns):
 def completer_races_retry(t, fault):
     from exactly_once import (abandoned, complete, one_charge,
                               succeeded_once, wait_lease_lapsed)
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, fault, "lrace-" + SHORT[fault])
+    env, key, body, st0, rec = abandoned(t, fault, "lrace-" + SHORT[fault])
     wait_lease_lapsed(t, rec)
     (done, left, _moved), r = race(t, lambda: complete(t),
                            lambda: env.post(PAY, body, key=key))
@@ -568,9 +553,7 @@ def eviction_during_takeover(t, fault):
     from checks import evict
     from exactly_once import (abandoned, expire_now, one_charge,
                               succeeded_once, wait_lease_lapsed)
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, fault, "levict-" + SHORT[fault])
+    env, key, body, st0, rec = abandoned(t, fault, "levict-" + SHORT[fault])
     expire_now(t, key)
     wait_lease_lapsed(t, rec)
     (n, _secs), r = race(t, lambda: evict(t),
@@ -642,9 +625,8 @@ def lock_waiters(t, but):
 def _(t):
     from exactly_once import (abandoned, expire_now, one_charge,
                               succeeded_once, wait_lease_lapsed)
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, "before:payment_created", "levict-first")
+    env, key, body, st0, rec = abandoned(t, "before:payment_created",
+                                         "levict-first")
     expire_now(t, key)
     wait_lease_lapsed(t, rec)
     ev = HeldSession(t, "lc-evict-held")
@@ -692,9 +674,8 @@ def _(t):
     from checks import evict
     from exactly_once import (abandoned, expire_now, one_charge,
                               succeeded_once, wait_lease_lapsed)
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, "before:payment_created", "ltake-first")
+    env, key, body, st0, rec = abandoned(t, "before:payment_created",
+                                         "ltake-first")
     expire_now(t, key)
     wait_lease_lapsed(t, rec)
     dead = lease_row(t, key)["token"]
@@ -743,9 +724,7 @@ def completer_holds_retry_waits(t, fault):
     the retry replays its answer."""
     from exactly_once import (abandoned, complete, one_charge,
                               succeeded_once, wait_lease_lapsed)
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, fault, "lhold-" + SHORT[fault])
+    env, key, body, st0, rec = abandoned(t, fault, "lhold-" + SHORT[fault])
     wait_lease_lapsed(t, rec)
     held = env.sim.stats()["held"]
     env.sim.control("hold", count=1)
