@@ -1,6 +1,7 @@
 """hc.py - a small HTTP/1.1 client for the fault tests: optional keep-alive,
 a hard timeout, the time each answer took, and the bits of a response the
-checks look at.  Standard library only.
+checks look at.  Standard library only, but for tests/integration's httpc
+(whose header lookup it shares).
 
 A connection error is an answer too (Answer.status is None, Answer.error
 names it): the fault scenarios count and retry them like any other.
