@@ -197,7 +197,8 @@ def replays(t, key, body, first):
 def completed_replayed(t, key, body, r):
     """r is the 201 that made the payment: the record completed with it,
     and a retry replays it."""
-    completed_replayed(t, key, body, r)
+    expect_completed(t, key, 201)
+    replays(t, key, body, r)
 
 
 def evict(t, *args, conf=None):
