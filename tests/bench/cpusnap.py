@@ -26,10 +26,9 @@ def stat(pid):
     """(utime + stime, cutime + cstime, ppid) of pid, or None."""
     try:
         with open("/proc/%d/stat" % pid) as f:
-            st = f.read()
+            rest = f.read().rpartition(")")[2].split()
     except OSError:
         return None
-    rest = st[st.rindex(")") + 2:].split()
     # rest[0] is field 3 (state): utime is field 14, cstime field 17
     return (int(rest[11]) + int(rest[12]), int(rest[13]) + int(rest[14]),
             int(rest[1]))

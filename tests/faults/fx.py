@@ -45,6 +45,15 @@ def wait_until(what, cond, timeout, interval=0.05):
         time.sleep(interval)
 
 
+def tail_lines(path, n):
+    """The last n lines of a log file; [] when it cannot be read."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read().splitlines()[-n:]
+    except OSError:
+        return []
+
+
 def pg_bindir():
     d = os.environ.get("PG_BINDIR")
     if d and os.access(os.path.join(d, "pg_ctl"), os.X_OK):
@@ -186,11 +195,7 @@ log_line_prefix = '%%m [%%p] '
         return True
 
     def tail(self, n=20):
-        try:
-            with open(self.log, errors="replace") as f:
-                return f.read().splitlines()[-n:]
-        except OSError:
-            return []
+        return tail_lines(self.log, n)
 
 
 class Stack:

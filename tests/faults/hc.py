@@ -1,6 +1,7 @@
 """hc.py - a small HTTP/1.1 client for the fault tests: optional keep-alive,
 a hard timeout, the time each answer took, and the bits of a response the
-checks look at.  Standard library only.
+checks look at.  Standard library only, but for tests/integration's httpc
+(whose header lookup it shares).
 
 A connection error is an answer too (Answer.status is None, Answer.error
 names it): the fault scenarios count and retry them like any other.
@@ -9,6 +10,8 @@ names it): the fault scenarios count and retry them like any other.
 import json
 import socket
 import time
+
+from httpc import Response
 
 
 class Answer:
@@ -24,12 +27,9 @@ class Answer:
         self.error = error
         self.t0, self.t1 = t0, t1
 
-    def header(self, name):
-        name = name.lower()
-        for k, v in self.headers:
-            if k.lower() == name:
-                return v
-        return None
+    # the first value of a header, by name in any case: self.headers are
+    # (name, value) pairs as in tests/integration's responses
+    header = Response.header
 
     @property
     def replayed(self):

@@ -22,7 +22,7 @@ import time
 import urllib.error
 import urllib.request
 
-from fx import SetupError, is_root, wait_until
+from fx import SetupError, is_root, tail_lines, wait_until
 from harness import children_of
 from harness import DB, free_port, pid_running
 
@@ -259,11 +259,7 @@ class Node:
             kill(pm)
 
     def tail(self, n=15):
-        try:
-            with open(self.log, errors="replace") as f:
-                return f.read().splitlines()[-n:]
-        except OSError:
-            return []
+        return tail_lines(self.log, n)
 
 
 class Ha:

@@ -433,8 +433,9 @@ def children_of():
     return children
 
 
-def app_pids(root_pids):
-    """pids of payments.fcgi processes among root_pids and descendants."""
+def app_pids(root_pids, name="payments.fcgi"):
+    """pids of the processes among root_pids and their descendants whose
+    executable's file name contains name."""
     children = children_of()
     found, todo = set(), list(root_pids)
     seen = set()
@@ -447,7 +448,7 @@ def app_pids(root_pids):
             exe = os.path.basename(os.readlink("/proc/%d/exe" % pid))
         except OSError:
             exe = ""
-        if "payments.fcgi" in exe:
+        if name in exe:
             found.add(pid)
         todo.extend(children.get(pid, ()))
     return found

@@ -4,6 +4,9 @@
 #
 # POSIX-ish bash: the callers are bash scripts.
 
+# The tests/ folder (absolute: callers may change directory).
+IDEM_TESTS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
 # Messages go to stderr so that stdout stays machine-readable.
 idem_say() { printf '%s\n' "$*" >&2; }
 idem_die() { printf '%s: error: %s\n' "${IDEM_PROG:-${0##*/}}" "$*" >&2; exit 2; }
@@ -144,34 +147,13 @@ idem_pid_running() {
 }
 
 # idem_descendants PID NAME: PID and those of its descendants whose
-# executable's file name contains NAME, one pid a line.
+# executable's file name contains NAME, one pid a line (the walk of
+# tests/integration/harness.py's app_pids).
 idem_descendants() {
-	python3 - "$1" "$2" <<'EOF'
-import os, sys
-root, name = int(sys.argv[1]), sys.argv[2]
-kids = {}
-for d in os.listdir("/proc"):
-    if d.isdigit():
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-            ppid = int(st[st.rindex(")") + 2:].split()[1])
-            kids.setdefault(ppid, []).append(int(d))
-        except (OSError, ValueError):
-            pass
-todo, seen = [root], set()
-while todo:
-    p = todo.pop()
-    if p in seen:
-        continue
-    seen.add(p)
-    try:
-        if name in os.path.basename(os.readlink("/proc/%d/exe" % p)):
-            print(p)
-    except OSError:
-        pass
-    todo.extend(kids.get(p, ()))
-EOF
+	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$IDEM_TESTS_DIR/integration" \
+	    python3 -c 'import sys, harness
+for p in sorted(harness.app_pids([int(sys.argv[1])], sys.argv[2])):
+    print(p)' "$1" "$2"
 }
 
 # idem_wait_gone TIMEOUT_S PID...: wait until none of the pids runs; prints

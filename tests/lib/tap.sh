@@ -36,9 +36,14 @@ tap_fail() {
 	return 0
 }
 
-tap_skip() {
+# tap_count_skip TEXT: one more skip, listed by tap_summary as TEXT.
+tap_count_skip() {
 	TAP_SKIPPED=$((TAP_SKIPPED + 1))
-	TAP_SKIPS+=("$1: $2")
+	TAP_SKIPS+=("$1")
+}
+
+tap_skip() {
+	tap_count_skip "$1: $2"
 	printf 'ok - %s # SKIP %s\n' "$1" "$2"
 }
 
@@ -50,7 +55,7 @@ missing_tool() {
 }
 
 tap_consume() {
-	local label=$1 rc=$2 quiet=${3:-} line plan='' n=0 f=0 desc reason
+	local label=$1 rc=$2 quiet=${3:-} line plan='' n=0 f=0 desc
 	local re_ok='^ok([[:space:]]|$)' re_nok='^not ok([[:space:]]|$)'
 	local re_skip='#[[:space:]]*[Ss][Kk][Ii][Pp]([[:space:]]|$)(.*)'
 	local re_todo='#[[:space:]]*[Tt][Oo][Dd][Oo]([[:space:]]|$)(.*)'
@@ -70,32 +75,23 @@ tap_consume() {
 		desc=${line#ok}; desc=${desc#not ok}
 		desc=${desc#"${desc%%[![:space:]0-9]*}"}; desc=${desc#- }
 		desc=${desc%%#*}; desc=${desc%"${desc##*[![:space:]]}"}
-		if [[ $line =~ $re_nok ]]; then
+		if [[ $line =~ $re_nok || $line =~ $re_ok ]]; then
 			n=$((n + 1))
-			if [[ $line =~ $re_todo ]]; then
-				reason=${BASH_REMATCH[2]}
-				TAP_SKIPPED=$((TAP_SKIPPED + 1))
-				TAP_SKIPS+=("$label: $desc: TODO ${reason}")
-			else
+			if [[ $line =~ $re_nok && $line =~ $re_todo ]]; then
+				tap_count_skip "$label: $desc: TODO ${BASH_REMATCH[2]}"
+			elif [[ $line =~ $re_nok ]]; then
 				f=$((f + 1))
 				TAP_FAILED=$((TAP_FAILED + 1))
 				TAP_FAILS+=("$label: $desc")
-			fi
-		elif [[ $line =~ $re_ok ]]; then
-			n=$((n + 1))
-			if [[ $line =~ $re_skip ]]; then
-				reason=${BASH_REMATCH[2]}
-				TAP_SKIPPED=$((TAP_SKIPPED + 1))
-				TAP_SKIPS+=("$label: $desc: ${reason:-no reason given}")
+			elif [[ $line =~ $re_skip ]]; then
+				tap_count_skip "$label: $desc: ${BASH_REMATCH[2]:-no reason given}"
 			else
 				TAP_PASSED=$((TAP_PASSED + 1))
 			fi
 		elif [[ $line =~ ^1\.\.([0-9]+) ]]; then
 			plan=${BASH_REMATCH[1]}
 			if [ "$plan" = 0 ] && [[ $line =~ $re_skip ]]; then
-				reason=${BASH_REMATCH[2]}
-				TAP_SKIPPED=$((TAP_SKIPPED + 1))
-				TAP_SKIPS+=("$label: all: ${reason:-no reason given}")
+				tap_count_skip "$label: all: ${BASH_REMATCH[2]:-no reason given}"
 			fi
 		fi
 	done

@@ -16,7 +16,7 @@ import time
 
 from harness import Failed, check, pid_running, q
 from lcenv import (PAY, ROUTE, EVICT_LOCK, LOCK_TIMEOUT_S, POOL_SIZE,
-                   DEADLINE_S, wait_until)
+                   DEADLINE_S, fresh, wait_until)
 
 LTO = LOCK_TIMEOUT_S
 
@@ -36,10 +36,12 @@ OUTCOMES = ("created", "replayed", "in_flight", "reused", "rejected",
 
 # --- helpers ---
 
-def crash(t, fault, key, body):
-    """POST through the fixture whose app has IDEM_FAULT=fault: its worker
-    must be SIGKILLed there (the client sees a 5xx or no answer)."""
-    fx = t.env.fx[FAULT_FX[fault]]
+def crash(t, fault, key, body, fx=None):
+    """POST through fx (by default the fixture whose app has
+    IDEM_FAULT=fault): its worker must be SIGKILLed there (the client sees
+    a 5xx or no answer).  Returns the monotonic time the POST was sent (at
+    or before the kill)."""
+    fx = fx or t.env.fx[FAULT_FX[fault]]
     fx.wait_ready()             # lighttpd respawned it after an earlier crash
     before = fx.pids()
     t.expect(before, "[%s] no payments.fcgi process to crash" % fx.name)
@@ -47,6 +49,7 @@ def crash(t, fault, key, body):
     nlog = len([ln for ln in fx.app_log_lines()
                 if ln.get("msg", "").startswith("fault: killing")])
     r = None
+    t0 = time.monotonic()
     try:
         r = t.post(PAY, body, key=key, fx=fx.name)
     except (OSError, http.client.HTTPException) as e:
@@ -63,7 +66,7 @@ def crash(t, fault, key, body):
                 % fx.name)
     t.expect_eq(lines[-1]["msg"], "fault: killing the process %s %s"
                 % (when, point), "the crash switch's log line")
-    return r
+    return t0
 
 
 def expect_record(t, key, state, point, leased, what):
@@ -191,6 +194,13 @@ def replays(t, key, body, first):
                 "acquirer calls made by a replay")
 
 
+def completed_replayed(t, key, body, r):
+    """r is the 201 that made the payment: the record completed with it,
+    and a retry replays it."""
+    expect_completed(t, key, 201)
+    replays(t, key, body, r)
+
+
 def evict(t, *args, conf=None):
     out = t.env.ctl(conf or t.env.conf["main"], "evict", *args)
     m = re.match(r"^evicted (\d+) keys in ([0-9.]+) s$", out.strip())
@@ -262,11 +272,8 @@ def _(t):
 # --- crashes at phase boundaries ---
 
 def phased_crash(t, fault, label, calls_for_key):
-    env = t.env
-    key = env.new_key(label)
-    body = env.payment_body(label)
+    env, key, body, st0 = fresh(t, label)
     desc = body["description"]
-    st0 = env.sim.stats()
     crash(t, fault, key, body)
 
     rec = expect_record(t, key, "in_progress", POINT_LEFT[fault], True,
@@ -309,31 +316,29 @@ def phased_crash(t, fault, label, calls_for_key):
     t.expect_eq(row["acquirer_charge"], c["id"], "payments.acquirer_charge "
                 "vs the acquirer's charge")
     t.expect_eq(row["idem_key_id"], rec["id"], "payments.idem_key_id")
-    expect_completed(t, key, 201)
-    replays(t, key, body, r)
+    completed_replayed(t, key, body, r)
     t.note("%d retries answered 409 before the resume" % n409)
 
 
-@check("phased: worker killed after 'payment_created' commits -> 5xx; "
-       "retry -> 409 until lock_timeout, then resumes -> 201; one charge, "
-       "one succeeded payment, replayed byte-identical", needs=("faults",))
-def _(t):
-    phased_crash(t, "after:payment_created", "apc", calls_for_key=1)
-
-
-@check("phased: worker killed after the acquirer call, before 'charged' "
-       "commits -> 5xx; resumed retry charges again under the same key "
-       "(deduplicated): one charge, one succeeded payment, replayed",
-       needs=("faults",))
-def _(t):
-    phased_crash(t, "before:charged", "bch", calls_for_key=2)
-
-
-@check("phased: worker killed after 'charged' commits -> 5xx; resumed "
-       "retry finishes without calling the acquirer: one charge, one "
-       "succeeded payment, replayed", needs=("faults",))
-def _(t):
-    phased_crash(t, "after:charged", "ach", calls_for_key=1)
+# fault: (label, acquirer calls under the derived key, what happens)
+PHASED = {
+    "after:payment_created": (
+        "apc", 1, "worker killed after 'payment_created' commits -> 5xx; "
+        "retry -> 409 until lock_timeout, then resumes -> 201; one charge, "
+        "one succeeded payment, replayed byte-identical"),
+    "before:charged": (
+        "bch", 2, "worker killed after the acquirer call, before 'charged' "
+        "commits -> 5xx; resumed retry charges again under the same key "
+        "(deduplicated): one charge, one succeeded payment, replayed"),
+    "after:charged": (
+        "ach", 1, "worker killed after 'charged' commits -> 5xx; resumed "
+        "retry finishes without calling the acquirer: one charge, one "
+        "succeeded payment, replayed"),
+}
+for _fault, (_label, _calls, _what) in PHASED.items():
+    @check("phased: " + _what, needs=("faults",))
+    def _(t, fault=_fault, label=_label, calls=_calls):
+        phased_crash(t, fault, label, calls_for_key=calls)
 
 
 # --- the acquirer's answers ---
@@ -341,9 +346,7 @@ def _(t):
 @check("declined card -> 402 payment-declined, stored: replayed "
        "byte-identical, payment failed, one declined charge")
 def _(t):
-    env = t.env
-    key, body = env.new_key("dec"), env.payment_body("dec")
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "dec")
     env.sim.control("decline")
     try:
         r = t.post(PAY, body, key=key)
@@ -375,10 +378,7 @@ def _(t):
        "released; the retry resumes at phase 2 at once -> 201 with one "
        "charge under the same key")
 def _(t):
-    env = t.env
-    key, body = env.new_key("fail"), env.payment_body("fail")
-    st0 = env.sim.stats()
-    env.sim.control("fail", count=1)
+    env, key, body, st0 = fresh(t, "fail", once="fail")
     r = t.post(PAY, body, key=key)
     t.expect_problem(r, 503, "service-unavailable")
     t.expect_eq(r.header("Retry-After"), "1", "Retry-After of the 503")
@@ -402,18 +402,14 @@ def _(t):
     t.expect_eq((c["charges"], c["calls"]), (1, 2),
                 "the derived key's (charges, calls): the retry used the "
                 "same key")
-    expect_completed(t, key, 201)
-    replays(t, key, body, r2)
+    completed_replayed(t, key, body, r2)
 
 
 @check("acquirer timeout (answer held 8 s, charge made) -> 503 when the "
        "2 s route deadline cuts the client's wait, payment pending; the "
        "retry resumes at phase 2 -> 201 with the same single charge")
 def _(t):
-    env = t.env
-    key, body = env.new_key("tmo"), env.payment_body("tmo")
-    st0 = env.sim.stats()
-    env.sim.control("timeout", count=1)
+    env, key, body, st0 = fresh(t, "tmo", once="timeout")
     t0 = time.monotonic()
     r = t.post(PAY, body, key=key, timeout=30)
     took = time.monotonic() - t0
@@ -447,8 +443,7 @@ def _(t):
     t.expect_eq((k2, c2["calls"]), (k, 2), "derived key and its calls")
     t.expect_eq(row["acquirer_charge"], c["id"], "payments.acquirer_charge "
                 "is the charge made during the timeout")
-    expect_completed(t, key, 201)
-    replays(t, key, body, r2)
+    completed_replayed(t, key, body, r2)
 
 
 # --- lock timeout ---
@@ -478,9 +473,7 @@ def _(t):
        "is live, deleted once older than lock_timeout; a retry then "
        "executes afresh", needs=("faults",))
 def _(t):
-    env = t.env
-    key, body = env.new_key("rcs"), env.payment_body("rcs")
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "rcs")
     crash(t, "before:payment_created", key, body)
     rec = expect_record(t, key, "in_progress", "started", True,
                         "after the crash")
@@ -517,9 +510,7 @@ def _(t):
        "resumes at once -> 201 with the phase-1 payment, one charge",
        needs=("faults",))
 def _(t):
-    env = t.env
-    key, body = env.new_key("rcp"), env.payment_body("rcp")
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "rcp")
     crash(t, "after:payment_created", key, body)
     rec = expect_record(t, key, "in_progress", "payment_created", True,
                         "after the crash")
@@ -799,9 +790,7 @@ def _(t):
        "second payment failed; another body under the key executes anew "
        "with its own charge (expiry removes memory, not effect)")
 def _(t):
-    env = t.env
-    key, body = env.new_key("evk"), env.payment_body("evk")
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "evk")
     r1 = t.post(PAY, body, key=key)
     t.expect_status(r1, 201)
     p1 = r1.json()["id"]

@@ -31,10 +31,11 @@ from exactly_once import (complete, one_charge, succeeded_once,
 ABANDONED_TYPE = "/problems/idempotency-key-abandoned"
 
 
-def drain(t):
+def drained(t):
     """One completer run first, so that records other checks left do not
-    come before this check's own."""
+    come before this check's own: (env, the simulator's stats after)."""
     complete(t)
+    return t.env, t.env.sim.stats()
 
 
 def revoked_ten(t, label):
@@ -87,9 +88,7 @@ def schedule(t, tenant_id, key):
        "(idem_keys_attention, idemctl stats, key show, key retry)",
        needs=("faults",))
 def _(t):
-    env = t.env
-    drain(t)
-    st0 = env.sim.stats()
+    env, st0 = drained(t)
     ten, keys = revoked_ten(t, "starve")
     key, body, rec, pid = live_abandoned(t, "live")
     conf = os.path.join(env.tmp, "janitor-c.ini")
@@ -169,9 +168,8 @@ def _(t):
     t.expect_eq((s["attention"], s["attempts"]), (False, 0),
                 "the record after key retry")
     # A key with no record: an error, nothing changed.
-    p = subprocess.run([env.idemctl, "-c", env.conf["main"], "key", "retry",
-                        ten.name, "no-such-key"], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=30)
+    p = env.ctl_run(env.conf["main"], "key", "retry", ten.name,
+                    "no-such-key", timeout=30)
     t.expect_eq(p.returncode, 1, "idemctl key retry of a missing key")
 
 
@@ -201,10 +199,8 @@ def _(t):
     rows = env.payments_described(body["description"])
     t.expect_eq([(x["id"], x["status"] == "succeeded") for x in rows],
                 [(pid, False)], "the payment row, not charged")
-    p = subprocess.run([env.idemctl, "-c", env.conf["main"], "key",
-                        "abandon", env.tenant.name, key],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=30)
+    p = env.ctl_run(env.conf["main"], "key", "abandon", env.tenant.name, key,
+                    timeout=30)
     t.expect_eq(p.returncode, 1, "a second abandon of a completed record")
 
 
@@ -213,9 +209,7 @@ def _(t):
        "record attempted once, charged once, completed once",
        needs=("faults",))
 def _(t):
-    env = t.env
-    drain(t)
-    st0 = env.sim.stats()
+    env, st0 = drained(t)
     recs = [live_abandoned(t, "two%d" % i) for i in range(2)]
     held0 = env.sim.stats()["held"]
     env.sim.control("hold", count=2)

@@ -18,13 +18,13 @@ import threading
 import time
 
 from harness import check, q
-from lcenv import (PAY, DEADLINE_S, LOCK_TIMEOUT_S, Fixture, wait_until,
-                   write_config)
+from lcenv import (PAY, DEADLINE_S, LOCK_TIMEOUT_S, Fixture, fresh,
+                   wait_until, write_config)
 
 LONG_DEADLINE_S = 60    # the "long" fixture's route deadline
-from checks import (FAULT_FX, POINT_LEFT, charge_of, crash, evict,
-                    expect_completed, expect_record, expect_succeeded,
-                    replays, retry_until_resumed)
+from checks import (FAULT_FX, POINT_LEFT, charge_of, completed_replayed,
+                    crash, evict, expect_completed, expect_record,
+                    expect_succeeded, replays, retry_until_resumed)
 
 
 # --- helpers ---
@@ -62,6 +62,13 @@ class Owner:
         self.t.expect(self.error is None, "request A failed: %r"
                       % self.error)
         return self.resp
+
+    def succeeded(self, st0):
+        """Release A: its 201 made the one succeeded payment, charged once
+        since st0.  Returns (A's answer, the payments row, the charge)."""
+        ra = self.answer()
+        row = expect_succeeded(self.t, ra, self.body["description"])
+        return ra, row, one_charge(self.t, row["id"], st0)
 
 
 def on_long_fixture(t, fn):
@@ -163,19 +170,14 @@ def _(t):
        "and body -> 409 while A lives; A -> 201; one charge, one succeeded "
        "payment, B's retry replays A's 201")
 def _(t):
-    env = t.env
-    key, body = env.new_key("rp1"), env.payment_body("rp1")
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "rp1")
     a = Owner(t, key, body)
     expire_now(t, key)
     b = t.post(PAY, body, key=key)
     expect_409(t, b, "B while A lives")
-    ra = a.answer()
-    row = expect_succeeded(t, ra, body["description"])
-    c = one_charge(t, row["id"], st0)
+    ra, row, c = a.succeeded(st0)
     t.expect_eq(row["acquirer_charge"], c["id"], "payments.acquirer_charge")
-    expect_completed(t, key, 201)
-    replays(t, key, body, ra)
+    completed_replayed(t, key, body, ra)
 
 
 @check("exactly-once: repro 2, default TTL, expires_at set to now() at "
@@ -186,9 +188,7 @@ def _(t):
 
 
 def _repro2(t):
-    env = t.env
-    key, body = env.new_key("rp2"), env.payment_body("rp2")
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "rp2")
     a = Owner(t, key, body, fx="long")
     rec = env.record(key)
     expire_now(t, key)
@@ -197,12 +197,9 @@ def _repro2(t):
     after = env.record(key)
     t.expect_eq(after["id"], rec["id"], "record id after the retries (A's, "
                 "not replaced)")
-    ra = a.answer()
-    row = expect_succeeded(t, ra, body["description"])
-    one_charge(t, row["id"], st0)
+    ra, row, _ = a.succeeded(st0)
     t.expect_eq(row["idem_key_id"], rec["id"], "payments.idem_key_id")
-    expect_completed(t, key, 201)
-    replays(t, key, body, ra)
+    completed_replayed(t, key, body, ra)
 
 
 # --- inside the external call ---
@@ -212,9 +209,7 @@ def _repro2(t):
        "A's fenced phase commit raises -> 503 Retry-After, its effects "
        "rolled back; B's 201 is what replays")
 def _(t):
-    env = t.env
-    key, body = env.new_key("lap"), env.payment_body("lap")
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "lap")
     a = Owner(t, key, body)
     rec = env.record(key)
     lapse_lease_now(t, key)
@@ -230,25 +225,20 @@ def _(t):
     again = succeeded_once(t, body["description"])
     t.expect_eq((again["status"], again["acquirer_charge"]),
                 ("succeeded", c["id"]), "the payment after A's rollback")
-    expect_completed(t, key, 201)
-    replays(t, key, body, rb)
+    completed_replayed(t, key, body, rb)
 
 
 @check("exactly-once: a duplicate while A waits in the acquirer call -> "
        "409 (three times), no acquirer call; A -> 201, one charge")
 def _(t):
-    env = t.env
-    key, body = env.new_key("dup"), env.payment_body("dup")
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "dup")
     a = Owner(t, key, body)
     calls = env.sim.stats()["calls"]
     for i in range(3):
         expect_409(t, t.post(PAY, body, key=key), "duplicate %d" % (i + 1))
     t.expect_eq(env.sim.stats()["calls"], calls, "acquirer calls made by "
                 "the duplicates")
-    ra = a.answer()
-    row = expect_succeeded(t, ra, body["description"])
-    one_charge(t, row["id"], st0)
+    ra, _, _ = a.succeeded(st0)
     replays(t, key, body, ra)
 
 
@@ -257,9 +247,7 @@ def _(t):
        "server: the fenced commit fails); the retry resumes -> 201, one "
        "charge, one succeeded payment", needs=("pg_restart",))
 def _(t):
-    env = t.env
-    key, body = env.new_key("pgr"), env.payment_body("pgr")
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "pgr")
     a = Owner(t, key, body)
     env.pg_restart()
     ra = a.answer()
@@ -269,8 +257,7 @@ def _(t):
     ra, n409 = retry_until_resumed(t, key, body)
     row = expect_succeeded(t, ra, body["description"])
     one_charge(t, row["id"], st0)
-    expect_completed(t, key, 201)
-    replays(t, key, body, ra)
+    completed_replayed(t, key, body, ra)
 
 
 # --- the owner killed at each phase boundary, its TTL run out ---
@@ -306,8 +293,7 @@ def crashed_and_expired(t, fault, label):
     else:
         # Nothing of the dead owner committed: executed afresh.
         one_charge(t, row["id"], st0)
-    expect_completed(t, key, 201)
-    replays(t, key, body, r)
+    completed_replayed(t, key, body, r)
     t.note("%d retries answered 409 before the resume" % n409)
 
 
@@ -341,10 +327,8 @@ def complete(t):
     whatever earlier checks left behind)."""
     env = t.env
     before = in_progress_ids(t)
-    p = subprocess.run([env.idemctl, "-c", env.conf["main"], "complete",
-                        "--app", env.app], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=60)
+    p = env.ctl_run(env.conf["main"], "complete", "--app", env.app,
+                    timeout=60)
     out = p.stdout.decode()
     m = re.match(r"^completed (\d+) keys, (\d+) left$", out.strip())
     t.expect(m is not None, "idemctl complete printed %r (exit %d): %s"
@@ -356,13 +340,13 @@ def complete(t):
 
 
 def abandoned(t, fault, label):
-    """A record whose owner was killed at fault, with no client retry."""
-    env = t.env
-    key, body = env.new_key(label), env.payment_body(label)
+    """A record whose owner was killed at fault, with no client retry:
+    (env, key, body, the simulator's stats before, the record)."""
+    env, key, body, st0 = fresh(t, label)
     crash(t, fault, key, body)
     rec = expect_record(t, key, "in_progress", POINT_LEFT[fault], True,
                         "after the crash")
-    return key, body, rec
+    return env, key, body, st0, rec
 
 
 def wait_lease_lapsed(t, rec):
@@ -389,9 +373,7 @@ def late_retry_replays(t, key, body, status, pid):
 
 
 def completer_finishes(t, fault, label):
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, fault, label)
+    env, key, body, st0, rec = abandoned(t, fault, label)
     pid = env.payments_described(body["description"])[0]["id"]
     # A live lease is never taken: the owner might still be running.
     done, left, moved = complete(t)
@@ -435,9 +417,7 @@ for _fault in ("after:payment_created", "before:charged", "after:charged"):
        "charge, one succeeded payment, the record completed and replayed",
        needs=("faults",))
 def _(t):
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, "after:payment_created", "race")
+    env, key, body, st0, rec = abandoned(t, "after:payment_created", "race")
     wait_lease_lapsed(t, rec)
     res = {}
     th = threading.Thread(target=lambda: res.update(c=complete(t)),
@@ -482,9 +462,7 @@ def _(t):
        "payment failed, one declined charge; a late retry replays the 402",
        needs=("faults",))
 def _(t):
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, "after:payment_created", "cref")
+    env, key, body, st0, rec = abandoned(t, "after:payment_created", "cref")
     pid = env.payments_described(body["description"])[0]["id"]
     wait_lease_lapsed(t, rec)
     env.sim.control("decline", count=1)
@@ -505,9 +483,7 @@ def _(t):
        "lease live, its TTL run out): completes nothing, the record "
        "untouched; A -> 201, one charge")
 def _(t):
-    env = t.env
-    key, body = env.new_key("clive"), env.payment_body("clive")
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "clive")
     on_long_fixture(t, lambda: _clive(t, key, body, st0))
 
 
@@ -535,9 +511,7 @@ def _clive(t, key, body, st0):
     t.expect_eq(done, len(moved), "keys idemctl complete says it "
                 "completed vs records that left in_progress meanwhile "
                 "(none of them A's)")
-    ra = a.answer()
-    row = expect_succeeded(t, ra, body["description"])
-    one_charge(t, row["id"], st0)
+    ra, _, _ = a.succeeded(st0)
     replays(t, key, body, ra)
 
 
@@ -547,9 +521,7 @@ def _clive(t, key, body, st0):
        "idem_keys_completed_total counts it; a late retry replays it",
        needs=("faults",))
 def _(t):
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, "after:payment_created", "jan")
+    env, key, body, st0, rec = abandoned(t, "after:payment_created", "jan")
     pid = env.payments_described(body["description"])[0]["id"]
     conf = os.path.join(env.tmp, "janitor.ini")
     write_config(conf, env.conninfo, "lc-janitor", env.sim.url,

@@ -13,7 +13,8 @@ import time
 
 from harness import check
 from inbox_sender import Signer
-from lcenv import INBOX_SECRET, wait_until
+from lcenv import (INBOX_SECRET, subscribed_tenant, tenant_payment,
+                   wait_until)
 from webhook_receiver import Receiver
 
 DEADLINE = 30
@@ -30,21 +31,14 @@ def _(t):
     why = signer.why_not()
     t.expect(why is None, "the senders cannot run: %s" % why)
     rcv = Receiver()
-    tenant = env.new_tenant(env.conf["main"], env.db, "lc-inbox")
     try:
-        r = t.post("/v1/webhook_endpoints", {"url": rcv.url, "events": [
-            "payment.succeeded"]}, key=env.new_key("ib"),
-            token=tenant.secret)
-        t.expect_status(r, 201)
+        tenant, _ = subscribed_tenant(t, rcv.url, "ib")
         # The sample's endpoint route lists its own types
         # (apps/payments/endpoints.c): subscribed in the database.
         env.db.scalar("update idem_webhook_endpoints set types = "
                       "'{payment.disputed}' where api_key_id = %d "
                       "returning id" % tenant.id)
-        r = t.post("/v1/payments", env.payment_body("ib"),
-                   key=env.new_key("ib"), token=tenant.secret)
-        t.expect_status(r, 201)
-        pid = r.json()["id"]
+        pid = tenant_payment(t, tenant, "ib")
         mid = "msg_lc_%s" % env.new_key("ib")
         body = json.dumps({"id": "evt_" + mid, "type": "payment.disputed",
                            "data": {"payment": pid}}).encode()

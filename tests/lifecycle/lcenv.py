@@ -183,14 +183,58 @@ def write_config(path, conninfo, appname, acquirer_url, evict_interval="1h",
         "scheme = standard-webhooks",
         "secret = %s" % INBOX_SECRET,
         "",
-        '[route "POST /v1/payments"]',
-        "ttl = 7d",
-        # the acquirer call may take most of it; the lease outlives it
-        "deadline = %ds" % deadline,
     ]
+    # the acquirer call may take most of the deadline; the lease outlives it
+    lines += route_section("%ds" % deadline)
+    write_ini(path, lines)
+
+
+def route_section(deadline):
+    """The payments route's section of a config: its TTL and deadline
+    (e.g. "2s")."""
+    return ['[route "POST /v1/payments"]', "ttl = 7d",
+            "deadline = %s" % deadline]
+
+
+def write_ini(path, lines):
+    """A config file of these lines, readable by the app's user."""
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     os.chmod(path, 0o644)
+
+
+def fresh(t, label, once=None):
+    """What a check of one new payment starts from: (env, a new
+    idempotency key, a payment body, the simulator's stats before); once:
+    the simulator's mode for the next acquirer call only."""
+    env = t.env
+    key, body = env.new_key(label), env.payment_body(label)
+    st0 = env.sim.stats()
+    if once is not None:
+        env.sim.control(once, count=1)
+    return env, key, body, st0
+
+
+# --- what the webhook checks (webhooks.py, inbox.py) start from ---
+
+def subscribed_tenant(t, url, label):
+    """A new tenant with a webhook endpoint at url for payment.succeeded,
+    made through the main fixture: (tenant, the endpoint's JSON)."""
+    env = t.env
+    tenant = env.new_tenant(env.conf["main"], env.db, "lc-" + label)
+    r = t.post("/v1/webhook_endpoints", {"url": url, "events": [
+        "payment.succeeded"]}, key=env.new_key(label), token=tenant.secret)
+    t.expect_status(r, 201)
+    return tenant, r.json()
+
+
+def tenant_payment(t, tenant, label):
+    """A payment of tenant's, created (201): its id."""
+    env = t.env
+    r = t.post(PAY, env.payment_body(label), key=env.new_key(label),
+               token=tenant.secret)
+    t.expect_status(r, 201)
+    return r.json()["id"]
 
 
 # --- lighttpd + payments.fcgi ---
@@ -491,10 +535,15 @@ class Env:
                 pass
 
     # --- tools ---
+    def ctl_run(self, conf, *args, timeout=120):
+        """idemctl -c conf args, finished: the process, output captured."""
+        return subprocess.run([self.idemctl, "-c", conf, *args],
+                              stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=timeout)
+
     def ctl(self, conf, *args):
-        p = subprocess.run([self.idemctl, "-c", conf] + list(args),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           timeout=120)
+        """idemctl's output; Failed when it exits non-zero."""
+        p = self.ctl_run(conf, *args)
         if p.returncode != 0:
             raise Failed("idemctl %s exited %d: %s"
                          % (" ".join(args), p.returncode,

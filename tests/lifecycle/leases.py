@@ -20,17 +20,18 @@ docs/operations.md ("Leases and clocks").
 Registered into run.py's list.
 """
 
-import http.client
 import os
 import shutil
 import subprocess
 import threading
 import time
 
-from harness import Failed, Session, check, pid_running, q
+from harness import Failed, Session, check, q
 from missing import in_ci
-from lcenv import PAY, Fixture, wait_until
-from checks import charge_of, expect_completed, replays
+from lcenv import (PAY, Fixture, fresh, route_section, wait_until,
+                   write_ini)
+from checks import (charge_of, completed_replayed, crash, expect_completed,
+                    replays)
 
 LEASE_S = 10.0          # the default [idempotency] lease
 SLACK_S = 2.0           # the target: resumed within lease + 2 s
@@ -67,13 +68,8 @@ def write_lease_config(path, conninfo, appname, acquirer_url, lease=None,
         "acquirer_url = %s" % acquirer_url,
         "acquirer_timeout = %s" % acquirer_timeout,
         "",
-        '[route "POST /v1/payments"]',
-        "ttl = 7d",
-        "deadline = %s" % deadline,
-    ]
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    os.chmod(path, 0o644)
+    ] + route_section(deadline)
+    write_ini(path, lines)
 
 
 class LeaseFixture:
@@ -190,44 +186,14 @@ def exactly_once(t, key, body, r, st0):
     t.expect_eq(c["charges"], 1, "charges under the derived key")
     t.expect_eq(rows[0]["acquirer_charge"], c["id"], "payments."
                 "acquirer_charge vs the acquirer's charge")
-    expect_completed(t, key, 201)
-    replays(t, key, body, r)
-
-
-def kill_at(t, fx, fault, key, body):
-    """POST through fx (IDEM_FAULT=fault): its worker is SIGKILLed at the
-    boundary.  Returns the monotonic time the POST was sent (at or before
-    the kill)."""
-    before = fx.pids()
-    t.expect(before, "[%s] no payments.fcgi process to kill" % fx.name)
-    t0 = time.monotonic()
-    r = None
-    try:
-        r = t.post(PAY, body, key=key, fx=fx.name)
-    except (OSError, http.client.HTTPException) as e:
-        t.note("the killed request: %s: %s" % (type(e).__name__, e))
-    if r is not None and r.status < 500:
-        t.fail("POST through %s (IDEM_FAULT=%s) answered %s; its worker "
-               "should have been killed" % (fx.name, fault, r.status))
-    wait_until(lambda: not any(pid_running(p) for p in before), 10,
-               "[%s] the killed payments.fcgi is gone" % fx.name)
-    lines = [ln["msg"] for ln in fx.app_log_lines()
-             if ln.get("msg", "").startswith("fault: killing")]
-    t.expect_eq(lines[-1:], ["fault: killing the process %s %s"
-                             % tuple(fault.split(":"))],
-                "the crash switch's log line")
-    return t0
+    completed_replayed(t, key, body, r)
 
 
 def killed_owner_resumed(t, fault):
-    env = t.env
-    label = "lease-kill-" + SHORT[fault]
-    key = env.new_key(label)
-    body = env.payment_body(label)
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "lease-kill-" + SHORT[fault])
     with LeaseFixture(t, "ls-main") as main, \
             LeaseFixture(t, "ls-k" + SHORT[fault], fault) as victim:
-        t0 = kill_at(t, victim, fault, key, body)
+        t0 = crash(t, fault, key, body, victim)
         rec = env.record(key)
         t.expect(rec is not None and rec["state"] == "in_progress",
                  "after the kill: the record in progress: %r" % rec)
@@ -265,10 +231,7 @@ for _fault in BOUNDARIES:
        "heartbeat renews its lease, the owner answers 201; one charge, "
        "one payment, replay byte-identical")
 def _(t):
-    env = t.env
-    key = env.new_key("lease-alive")
-    body = env.payment_body("lease-alive")
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "lease-alive")
     with LeaseFixture(t, "ls-main") as main:
         renew0 = metric(t, main.name, "idem_lease_renewals_total")
         t.expect(renew0 >= 0, "no idem_lease_renewals_total in /metrics")
@@ -425,11 +388,7 @@ def _(t):
 
 
 def stalled_then_restarted(t, fault):
-    env = t.env
-    label = "lease-pgr-" + SHORT[fault]
-    key = env.new_key(label)
-    body = env.payment_body(label)
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "lease-pgr-" + SHORT[fault])
     with LeaseFixture(t, "ls-main") as main, \
             LeaseFixture(t, "ls-s" + SHORT[fault], "stall-" + fault) as fx:
         out = {}
@@ -489,10 +448,7 @@ for _fault in BOUNDARIES:
        "reconnects, the lease never lapses, retries meanwhile are 409; one "
        "charge, one payment, replay byte-identical")
 def _(t):
-    env = t.env
-    key = env.new_key("lease-hbkill")
-    body = env.payment_body("lease-hbkill")
-    st0 = env.sim.stats()
+    env, key, body, st0 = fresh(t, "lease-hbkill")
     hb_sessions = ("select pid from pg_stat_activity where datname = %s "
                    "and application_name = 'idem heartbeat'"
                    % q(env.dbname))
@@ -565,9 +521,7 @@ def race(t, *fns):
 def completer_races_retry(t, fault):
     from exactly_once import (abandoned, complete, one_charge,
                               succeeded_once, wait_lease_lapsed)
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, fault, "lrace-" + SHORT[fault])
+    env, key, body, st0, rec = abandoned(t, fault, "lrace-" + SHORT[fault])
     wait_lease_lapsed(t, rec)
     (done, left, _moved), r = race(t, lambda: complete(t),
                            lambda: env.post(PAY, body, key=key))
@@ -599,9 +553,7 @@ def eviction_during_takeover(t, fault):
     from checks import evict
     from exactly_once import (abandoned, expire_now, one_charge,
                               succeeded_once, wait_lease_lapsed)
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, fault, "levict-" + SHORT[fault])
+    env, key, body, st0, rec = abandoned(t, fault, "levict-" + SHORT[fault])
     expire_now(t, key)
     wait_lease_lapsed(t, rec)
     (n, _secs), r = race(t, lambda: evict(t),
@@ -621,8 +573,7 @@ def eviction_during_takeover(t, fault):
         t.expect_eq(row["idem_key_id"], rec["id"], "payments.idem_key_id "
                     "(the record resumed, not evicted and replaced)")
     one_charge(t, row["id"], st0)
-    expect_completed(t, key, 201)
-    replays(t, key, body, r)
+    completed_replayed(t, key, body, r)
     t.note("eviction deleted %d keys meanwhile" % n)
 
 
@@ -674,9 +625,8 @@ def lock_waiters(t, but):
 def _(t):
     from exactly_once import (abandoned, expire_now, one_charge,
                               succeeded_once, wait_lease_lapsed)
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, "before:payment_created", "levict-first")
+    env, key, body, st0, rec = abandoned(t, "before:payment_created",
+                                         "levict-first")
     expire_now(t, key)
     wait_lease_lapsed(t, rec)
     ev = HeldSession(t, "lc-evict-held")
@@ -724,9 +674,8 @@ def _(t):
     from checks import evict
     from exactly_once import (abandoned, expire_now, one_charge,
                               succeeded_once, wait_lease_lapsed)
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, "before:payment_created", "ltake-first")
+    env, key, body, st0, rec = abandoned(t, "before:payment_created",
+                                         "ltake-first")
     expire_now(t, key)
     wait_lease_lapsed(t, rec)
     dead = lease_row(t, key)["token"]
@@ -775,9 +724,7 @@ def completer_holds_retry_waits(t, fault):
     the retry replays its answer."""
     from exactly_once import (abandoned, complete, one_charge,
                               succeeded_once, wait_lease_lapsed)
-    env = t.env
-    st0 = env.sim.stats()
-    key, body, rec = abandoned(t, fault, "lhold-" + SHORT[fault])
+    env, key, body, st0, rec = abandoned(t, fault, "lhold-" + SHORT[fault])
     wait_lease_lapsed(t, rec)
     held = env.sim.stats()["held"]
     env.sim.control("hold", count=1)

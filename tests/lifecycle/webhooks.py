@@ -8,7 +8,7 @@ applies the event once.  Run through the "main" fixture (lighttpd and the
 phased payments.fcgi)."""
 
 from harness import check
-from lcenv import wait_until
+from lcenv import subscribed_tenant, tenant_payment, wait_until
 from webhook_receiver import Receiver
 
 DEADLINE = 30
@@ -22,18 +22,10 @@ def _(t):
     env = t.env
     rcv = Receiver()
     ep = None
-    tenant = env.new_tenant(env.conf["main"], env.db, "lc-wh")
     try:
-        r = t.post("/v1/webhook_endpoints", {"url": rcv.url, "events": [
-            "payment.succeeded"]}, key=env.new_key("wh"),
-            token=tenant.secret)
-        t.expect_status(r, 201)
-        ep = r.json()
+        tenant, ep = subscribed_tenant(t, rcv.url, "wh")
         rcv.hold()
-        r = t.post("/v1/payments", env.payment_body("wh"),
-                   key=env.new_key("wh"), token=tenant.secret)
-        t.expect_status(r, 201)
-        pid = r.json()["id"]
+        pid = tenant_payment(t, tenant, "wh")
         wait_until(lambda: rcv.waiting == 1, DEADLINE,
                    "the delivery arrived and is held")
         wid = env.db.scalar("select event_id from idem_events where "
