@@ -58,6 +58,24 @@ num_arg(const char *s, long *out)
 	return *s != '\0' && *end == '\0' && *out > 0 ? 0 : -1;
 }
 
+/* --batch N or --max-batches N at argv[*i] (evict, events purge): 1 read
+ * (*i at its number), 0 neither, -1 its number missing or not > 0. */
+static int
+batch_option(int argc, char **argv, int *i, long *batch, long *max)
+{
+	long	*to;
+
+	if (strcmp(argv[*i], "--batch") == 0)
+		to = batch;
+	else if (strcmp(argv[*i], "--max-batches") == 0)
+		to = max;
+	else
+		return 0;
+	if (*i + 1 >= argc || num_arg(argv[++*i], to) == -1)
+		return -1;
+	return 1;
+}
+
 /*
  * migrate's directories without --dir: the library's migrations, then the
  * sample application's (its tables refer to the library's).  From the
@@ -169,17 +187,9 @@ cmd_evict(PGconn *db, const struct idem_db_settings *cfg, int argc,
 	int	i, rc;
 	double	t0;
 
-	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
-			if (num_arg(argv[++i], &batch) == -1)
-				return usage(), 2;
-		} else if (strcmp(argv[i], "--max-batches") == 0 &&
-		    i + 1 < argc) {
-			if (num_arg(argv[++i], &max) == -1)
-				return usage(), 2;
-		} else
+	for (i = 1; i < argc; i++)
+		if (batch_option(argc, argv, &i, &batch, &max) != 1)
 			return usage(), 2;
-	}
 	t0 = now_s();
 	if ((rc = idem_evict(db, batch, max, cfg->lock_timeout_ms, &n)) == -1) {
 		fprintf(stderr, "idemctl: evict: %s", PQerrorMessage(db));
@@ -613,14 +623,7 @@ events_purge(PGconn *db, const struct idem_db_settings *cfg, int argc,
 	for (i = 2; i < argc; i++) {
 		if (strcmp(argv[i], "--older-than") == 0 && i + 1 < argc)
 			dur = argv[++i];
-		else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
-			if (num_arg(argv[++i], &batch) == -1)
-				return usage(), 2;
-		} else if (strcmp(argv[i], "--max-batches") == 0 &&
-		    i + 1 < argc) {
-			if (num_arg(argv[++i], &max) == -1)
-				return usage(), 2;
-		} else
+		else if (batch_option(argc, argv, &i, &batch, &max) != 1)
 			return usage(), 2;
 	}
 	if (dur == NULL)
