@@ -702,16 +702,9 @@ static int
 pause_ms(struct idem_dispatcher *d, long long ms)
 {
 	struct timespec	next;
-	int		stop;
 
 	idem_deadline(CLOCK_REALTIME, ms, &next);
-	pthread_mutex_lock(&d->mu);
-	while (!d->stop && pthread_cond_timedwait(&d->cv, &d->mu, &next) !=
-	    ETIMEDOUT)
-		continue;
-	stop = d->stop;
-	pthread_mutex_unlock(&d->mu);
-	return stop;
+	return idem_service_wait(IDEM_SERVICE_OF(d, CLOCK_REALTIME), &next);
 }
 
 /* The wait before the next poll: an interval, and after errors in a row
@@ -773,10 +766,7 @@ dispatcher_main(void *arg)
 	/* Calls still in flight are given back: due at once elsewhere. */
 	deliveries_free(&w);
 out:
-	pthread_mutex_lock(&d->mu);
-	d->done = 1;
-	pthread_cond_broadcast(&d->cv);
-	pthread_mutex_unlock(&d->mu);
+	idem_service_exit(IDEM_SERVICE_OF(d, CLOCK_REALTIME));
 	return NULL;
 }
 
