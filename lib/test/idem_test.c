@@ -656,8 +656,8 @@ idem_test_deliver(struct idem_test *t, long max)
 
 	t->err[0] = '\0';
 	if (idem_deliver_run(t->app, max < 0 ? 0 : max, &c) != 0) {
-		idem_test_seterr(t->err, sizeof(t->err), "deliver: the database is not "
-		    "available");
+		idem_test_seterr(t->err, sizeof(t->err), "deliver: the "
+		    "database is not available");
 		return -1;
 	}
 	return c.delivered;
