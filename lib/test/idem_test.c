@@ -151,14 +151,16 @@ idem_test_new(idem_app *app, const char *config, char *err, size_t errlen)
 	}
 	t->app = app;
 	if (init_with(app, config) != 0) {
-		idem_test_seterr(err, errlen, "%s: the configuration is refused (the "
+		idem_test_seterr(err, errlen,
+		    "%s: the configuration is refused (the "
 		    "reason is on stderr)", config ? config : "(none)");
 		goto fail;
 	}
 	/* What idem_app_run() does before it listens: the framework's
 	 * routes, the routes' checks, the pool, the metrics. */
 	if (idem_app_prepare(app) != 0) {
-		idem_test_seterr(err, errlen, "the application cannot be prepared "
+		idem_test_seterr(err, errlen,
+		    "the application cannot be prepared "
 		    "(the reason is on stderr)");
 		goto fail;
 	}
@@ -295,7 +297,8 @@ encode(struct idem_test *t, const char *method, const char *path,
 	put_param(&p, "CONTENT_LENGTH", len, strlen(len));
 	for (i = 0; headers != NULL && headers[i] != NULL; i++) {
 		if (cgi_name(headers[i], name, sizeof(name), &v) == -1) {
-			idem_test_seterr(t->err, sizeof(t->err), "not a header line: "
+			idem_test_seterr(t->err, sizeof(t->err),
+			    "not a header line: "
 			    "\"%s\"", headers[i]);
 			free(p.p);
 			return -1;
@@ -471,7 +474,8 @@ idem_test_request(struct idem_test *t, const char *method, const char *path,
 	c.fd = sv[0];
 	c.in = &in;
 	if (pthread_create(&th, NULL, client, &c) != 0) {
-		idem_test_seterr(t->err, sizeof(t->err), "cannot start a thread");
+		idem_test_seterr(t->err, sizeof(t->err),
+		    "cannot start a thread");
 		close(sv[0]);
 		close(sv[1]);
 		free(in.p);
@@ -487,10 +491,12 @@ idem_test_request(struct idem_test *t, const char *method, const char *path,
 	if (c.out.oom)
 		idem_test_seterr(t->err, sizeof(t->err), "out of memory");
 	else if (!c.ended)
-		idem_test_seterr(t->err, sizeof(t->err), "the application closed the "
+		idem_test_seterr(t->err, sizeof(t->err),
+		    "the application closed the "
 		    "connection without an answer (the reason is on stderr)");
 	else if ((*resp = parse(&c.out)) == NULL)
-		idem_test_seterr(t->err, sizeof(t->err), "the answer is not CGI output "
+		idem_test_seterr(t->err, sizeof(t->err),
+		    "the answer is not CGI output "
 		    "with a Status line");
 	else
 		rc = 0;
