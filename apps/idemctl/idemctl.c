@@ -58,6 +58,32 @@ num_arg(const char *s, long *out)
 	return *s != '\0' && *end == '\0' && *out > 0 ? 0 : -1;
 }
 
+/* Row i of r as "PREFIXname=value name=value ...": names holds a name for
+ * each column, in order, and ends with NULL (a NULL prints empty). */
+static void
+print_row(const char *prefix, PGresult *r, int i, const char *const *names)
+{
+	int	c;
+
+	fputs(prefix, stdout);
+	for (c = 0; names[c] != NULL; c++)
+		printf("%s%s=%s", c > 0 ? " " : "", names[c],
+		    PQgetvalue(r, i, c));
+	putchar('\n');
+}
+
+/* The columns of the rows idemctl stats and idemctl events print. */
+static const char *const unfinished_cols[] = { "id", "tenant", "key",
+	"recovery_point", "expired_at", "lease", NULL };
+static const char *const attention_cols[] = { "id", "tenant", "key",
+	"recovery_point", "attempts", "reason", "since", "error", NULL };
+static const char *const delivery_list_cols[] = { "delivery", "event",
+	"type", "tenant", "endpoint", "state", "attempts", "next_attempt_at",
+	"last_status", "created_at", "ended_at", "error", NULL };
+static const char *const delivery_show_cols[] = { "delivery", "endpoint",
+	"url", "endpoint_state", "state", "attempts", "next_attempt_at",
+	"last_status", "delivered_at", "ended_at", "error", NULL };
+
 /* --batch N or --max-batches N at argv[*i] (evict, events purge): 1 read
  * (*i at its number), 0 neither, -1 its number missing or not > 0. */
 static int
@@ -287,22 +313,13 @@ cmd_stats(PGconn *db)
 	if ((r = query(db, "stats", sql_unfinished, 0, NULL)) == NULL)
 		return 1;
 	for (i = 0; i < PQntuples(r); i++)
-		printf("unfinished id=%s tenant=%s key=%s recovery_point=%s "
-		    "expired_at=%s lease=%s\n", PQgetvalue(r, i, 0),
-		    PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
-		    PQgetvalue(r, i, 3), PQgetvalue(r, i, 4),
-		    PQgetvalue(r, i, 5));
+		print_row("unfinished ", r, i, unfinished_cols);
 	PQclear(r);
 	/* Set aside by the completer: each needs a person (idemctl key). */
 	if ((r = query(db, "stats", sql_attention, 0, NULL)) == NULL)
 		return 1;
 	for (i = 0; i < PQntuples(r); i++)
-		printf("attention id=%s tenant=%s key=%s recovery_point=%s "
-		    "attempts=%s reason=%s since=%s error=%s\n",
-		    PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
-		    PQgetvalue(r, i, 2), PQgetvalue(r, i, 3),
-		    PQgetvalue(r, i, 4), PQgetvalue(r, i, 5),
-		    PQgetvalue(r, i, 6), PQgetvalue(r, i, 7));
+		print_row("attention ", r, i, attention_cols);
 	PQclear(r);
 	return 0;
 }
@@ -441,15 +458,7 @@ events_list(PGconn *db, int argc, char **argv)
 		return 1;
 	n = PQntuples(r);
 	for (i = 0; i < n && i < limit; i++)
-		printf("delivery=%s event=%s type=%s tenant=%s endpoint=%s "
-		    "state=%s attempts=%s next_attempt_at=%s last_status=%s "
-		    "created_at=%s ended_at=%s error=%s\n",
-		    PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
-		    PQgetvalue(r, i, 2), PQgetvalue(r, i, 3),
-		    PQgetvalue(r, i, 4), PQgetvalue(r, i, 5),
-		    PQgetvalue(r, i, 6), PQgetvalue(r, i, 7),
-		    PQgetvalue(r, i, 8), PQgetvalue(r, i, 9),
-		    PQgetvalue(r, i, 10), PQgetvalue(r, i, 11));
+		print_row("", r, i, delivery_list_cols);
 	if (n > limit)
 		printf("(more than %ld deliveries: --limit N shows more)\n",
 		    limit);
@@ -513,15 +522,7 @@ events_show(PGconn *db, const char *event_id)
 	printf("%-12s %s\n", "traceparent", PQgetvalue(r, 0, 7));
 	printf("deliveries   %d\n", PQntuples(d));
 	for (i = 0; i < PQntuples(d); i++)
-		printf("delivery=%s endpoint=%s url=%s endpoint_state=%s "
-		    "state=%s attempts=%s next_attempt_at=%s last_status=%s "
-		    "delivered_at=%s ended_at=%s error=%s\n",
-		    PQgetvalue(d, i, 0), PQgetvalue(d, i, 1),
-		    PQgetvalue(d, i, 2), PQgetvalue(d, i, 3),
-		    PQgetvalue(d, i, 4), PQgetvalue(d, i, 5),
-		    PQgetvalue(d, i, 6), PQgetvalue(d, i, 7),
-		    PQgetvalue(d, i, 8), PQgetvalue(d, i, 9),
-		    PQgetvalue(d, i, 10));
+		print_row("", d, i, delivery_show_cols);
 	PQclear(d);
 	PQclear(r);
 	return 0;
